@@ -1,0 +1,316 @@
+//! Command line: subcommands and flags, each flag with an environment fallback.
+//!
+//! Parsing only checks each value on its own (clap value parsers, so `CONC_LEVELS=abc`
+//! fails before anything starts); cross-flag checks live in [`crate::settings`].
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// The sluice load generator: reproduces the connection-pool experiments.
+#[derive(Debug, Parser)]
+#[command(name = "loadgen", version, about)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Flags shared by every subcommand.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// One subcommand per experiment, plus `bench` for all of them.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Everything: calibration, A (curve), B (collapse), C (pool), open loop, proxy.
+    Bench {
+        /// Short windows and fewer levels (about 90 s).
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Serial single-connection latency of the query.
+    Calibrate,
+    /// Experiment A: one dedicated connection per client for each C in CONC_LEVELS.
+    Curve,
+    /// Experiment C: CLIENT_THREADS clients over an in-process fair pool of P connections.
+    Pool,
+    /// Open-loop experiment: Poisson arrivals at fractions of the measured peak, direct vs pool.
+    Open,
+    /// CLIENT_THREADS clients through sluice for each P in POOL_SIZES.
+    Proxy,
+    /// `SELECT 1` latency and CPU, direct vs through sluice, at 1 and 64 clients.
+    Overhead,
+    /// Create and seed `reads_test`, then exit (keeps nothing running).
+    Seed,
+}
+
+/// Which MySQL server to run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ServerKind {
+    /// external if --mysql-url is set, else local if a server binary exists, else docker.
+    Auto,
+    /// A private mariadbd/mysqld in a temp dir.
+    Local,
+    /// A pinned mysql:8.0 container (needs a Docker engine).
+    Docker,
+    /// The server at --mysql-url; nothing is started or stopped.
+    External,
+}
+
+/// Closed loop (each client waits for its answer) or open loop (Poisson arrivals).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ArrivalKind {
+    /// Each client sends its next query as soon as the previous one answered.
+    Closed,
+    /// Poisson arrivals at --rate; latency counts from the intended start.
+    Open,
+}
+
+/// Flags shared by every subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct Common {
+    /// Server backend.
+    #[arg(long, env = "LOADGEN_SERVER", value_enum, default_value_t = ServerKind::Auto, global = true)]
+    pub server: ServerKind,
+    /// Server binary for --server local (default: mariadbd, then mysqld).
+    #[arg(long, env = "SERVER_BIN", global = true)]
+    pub server_bin: Option<PathBuf>,
+    /// mysql://user:pass@host:port/db of an existing server (implies --server external).
+    #[arg(long, env = "MYSQL_URL", global = true)]
+    pub mysql_url: Option<String>,
+    /// mysql://user:pass@host:port/db of an external sluice for the proxy experiment.
+    #[arg(long, env = "PROXY_URL", global = true)]
+    pub proxy_url: Option<String>,
+    /// CPUs for the server, e.g. `0` or `0-1,4` (default: the first half of the cores).
+    #[arg(long, env = "SERVER_CPUS", value_parser = parse_cpu_list, global = true)]
+    pub server_cpus: Option<Vec<usize>>,
+    /// CPUs for loadgen itself (default: the cores the server does not use).
+    #[arg(long, env = "LOADGEN_CPUS", value_parser = parse_cpu_list, global = true)]
+    pub loadgen_cpus: Option<Vec<usize>>,
+    /// Directory that receives the `<UTC timestamp>-<label>/` run folder.
+    #[arg(long, env = "OUT", default_value = "results", global = true)]
+    pub out: PathBuf,
+    /// Label appended to the run folder name (default: the subcommand).
+    #[arg(long, env = "LABEL", global = true)]
+    pub label: Option<String>,
+    /// Rows scanned per query (the moving id window).
+    #[arg(long, env = "SCAN_W", value_parser = parse_positive_u32, global = true)]
+    pub scan_w: Option<u32>,
+    /// Measured window per level, seconds.
+    #[arg(long, env = "WINDOW_S", value_parser = parse_positive_secs, global = true)]
+    pub window_s: Option<f64>,
+    /// Warm-up before each window, seconds.
+    #[arg(long, env = "WARMUP_S", value_parser = parse_nonnegative_secs, global = true)]
+    pub warmup_s: Option<f64>,
+    /// Offered concurrencies for experiment A, e.g. `1,2,4,8`.
+    #[arg(long, env = "CONC_LEVELS", value_parser = parse_count_list, global = true)]
+    pub conc_levels: Option<CountList>,
+    /// Pool sizes for experiments C and proxy, e.g. `1,2,4,8`.
+    #[arg(long, env = "POOL_SIZES", value_parser = parse_count_list, global = true)]
+    pub pool_sizes: Option<CountList>,
+    /// Client tasks in experiments C, open loop and proxy.
+    #[arg(long, env = "CLIENT_THREADS", value_parser = parse_positive_usize, global = true)]
+    pub client_threads: Option<usize>,
+    /// Rows in `reads_test` (200000 reproduces the seed; smaller only for tests).
+    #[arg(long, env = "ROWS", value_parser = parse_positive_u32, global = true)]
+    pub rows: Option<u32>,
+    /// Arrival process for `curve` and `pool`.
+    #[arg(long, env = "ARRIVAL", value_enum, default_value_t = ArrivalKind::Closed, global = true)]
+    pub arrival: ArrivalKind,
+    /// Open-loop rate: queries/s (`900`) or a fraction of the measured peak (`0.8x`).
+    #[arg(long, env = "RATE", value_parser = parse_rate, global = true)]
+    pub rate: Option<Rate>,
+    /// Open-loop experiment rates as fractions of the peak.
+    #[arg(long, env = "OPEN_FRACTIONS", value_parser = parse_fraction_list, global = true)]
+    pub open_fractions: Option<FractionList>,
+    /// Pool size for the open-loop pool rows (default: the best P of experiment C, else
+    /// the number of server CPUs).
+    #[arg(long, env = "OPEN_POOL_SIZE", value_parser = parse_positive_usize, global = true)]
+    pub open_pool_size: Option<usize>,
+    /// Seed for the query parameters.
+    #[arg(long, env = "LOADGEN_SEED", default_value_t = 42, global = true)]
+    pub seed: u64,
+    /// Hide the progress bar.
+    #[arg(long, env = "NO_PROGRESS", global = true)]
+    pub no_progress: bool,
+}
+
+/// A validated list of positive counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountList(pub Vec<usize>);
+
+/// A validated list of positive fractions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FractionList(pub Vec<f64>);
+
+/// An open-loop rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    /// Queries per second.
+    Absolute(f64),
+    /// A fraction of the measured peak QPS.
+    OfPeak(f64),
+}
+
+/// Parses `1,2,4` (positive integers, comma separated, no duplicates needed to be sorted).
+pub fn parse_count_list(s: &str) -> Result<CountList, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        let n: usize = part
+            .parse()
+            .map_err(|_| format!("{part:?} is not a positive integer (expected e.g. 1,2,4)"))?;
+        if n == 0 {
+            return Err("0 is not allowed (every level needs at least one connection)".into());
+        }
+        out.push(n);
+    }
+    if out.is_empty() {
+        return Err("the list is empty".into());
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(CountList(out))
+}
+
+/// Parses `0.8,0.95,1.2`.
+pub fn parse_fraction_list(s: &str) -> Result<FractionList, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        let f: f64 = part
+            .trim_end_matches('x')
+            .parse()
+            .map_err(|_| format!("{part:?} is not a number (expected e.g. 0.8,0.95,1.2)"))?;
+        if !(f.is_finite() && f > 0.0) {
+            return Err(format!("{part:?} must be a positive fraction of the peak"));
+        }
+        out.push(f);
+    }
+    Ok(FractionList(out))
+}
+
+/// Parses a CPU list such as `0`, `1,3` or `0-2,5`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("{part:?} is not a CPU number or range (expected e.g. 0 or 0-1,3)");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: usize = a.trim().parse().map_err(|_| bad())?;
+                let b: usize = b.trim().parse().map_err(|_| bad())?;
+                if a > b {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        return Err("the CPU list is empty".into());
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+fn parse_positive_u32(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a positive integer")),
+    }
+}
+
+fn parse_positive_usize(s: &str) -> Result<usize, String> {
+    parse_positive_u32(s).map(|n| n as usize)
+}
+
+fn parse_positive_secs(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Ok(v),
+        Ok(_) => Err(format!("{s:?} must be more than 0 and at most 3600 seconds")),
+        Err(_) => Err(format!("{s:?} is not a number of seconds")),
+    }
+}
+
+fn parse_nonnegative_secs(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=3600.0).contains(&v) => Ok(v),
+        Ok(_) => Err(format!("{s:?} must be between 0 and 3600 seconds")),
+        Err(_) => Err(format!("{s:?} is not a number of seconds")),
+    }
+}
+
+/// Parses `900` (queries/s) or `0.8x` (fraction of the measured peak).
+pub fn parse_rate(s: &str) -> Result<Rate, String> {
+    let s = s.trim();
+    let (num, of_peak) = match s.strip_suffix('x') {
+        Some(n) => (n, true),
+        None => (s, false),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a rate (expected e.g. 900 or 0.8x)"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("{s:?} must be positive"));
+    }
+    Ok(if of_peak {
+        Rate::OfPeak(v)
+    } else {
+        Rate::Absolute(v)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_lists_are_sorted_and_reject_zero_and_words() {
+        assert_eq!(parse_count_list("4,1,2,2").unwrap().0, vec![1, 2, 4]);
+        assert!(parse_count_list("abc").unwrap_err().contains("abc"));
+        assert!(parse_count_list("1,0,2").is_err());
+        assert!(parse_count_list("").is_err());
+        assert!(parse_count_list("-1").is_err());
+    }
+
+    #[test]
+    fn cpu_lists_accept_ranges() {
+        assert_eq!(parse_cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
+        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert!(parse_cpu_list("2-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+    }
+
+    #[test]
+    fn windows_must_be_positive() {
+        assert!(parse_positive_secs("0").is_err());
+        assert!(parse_positive_secs("abc").is_err());
+        assert_eq!(parse_positive_secs("0.5"), Ok(0.5));
+        assert_eq!(parse_nonnegative_secs("0"), Ok(0.0));
+        assert!(parse_nonnegative_secs("-1").is_err());
+    }
+
+    #[test]
+    fn rates_are_absolute_or_fractions_of_peak() {
+        assert_eq!(parse_rate("900"), Ok(Rate::Absolute(900.0)));
+        assert_eq!(parse_rate("0.8x"), Ok(Rate::OfPeak(0.8)));
+        assert!(parse_rate("0").is_err());
+        assert!(parse_rate("fast").is_err());
+        assert_eq!(parse_fraction_list("0.8,1.2x").unwrap().0, vec![0.8, 1.2]);
+        assert!(parse_fraction_list("0.8,-1").is_err());
+    }
+
+    #[test]
+    fn env_fallbacks_and_clap_errors() {
+        use clap::Parser;
+        let cli = Cli::try_parse_from(["loadgen", "curve", "--conc-levels", "1,2"]).unwrap();
+        assert_eq!(cli.common.conc_levels, Some(CountList(vec![1, 2])));
+        let err = Cli::try_parse_from(["loadgen", "curve", "--conc-levels", "abc"]).unwrap_err();
+        assert!(err.to_string().contains("abc"), "{err}");
+        let err = Cli::try_parse_from(["loadgen", "pool", "--pool-sizes", "0"]).unwrap_err();
+        assert!(err.to_string().contains("0 is not allowed"), "{err}");
+        let err = Cli::try_parse_from(["loadgen", "curve", "--window-s", "0"]).unwrap_err();
+        assert!(err.to_string().contains("more than 0"), "{err}");
+    }
+}

@@ -1,0 +1,339 @@
+//! The experiments: calibration, A (curve), B (collapse, derived), C (pool), open loop,
+//! proxy and overhead. Each level's row goes to the report as soon as it is measured.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+use rand::SeedableRng;
+
+use crate::cli::{ArrivalKind, Command, Rate};
+use crate::level::{run_level, Arrival, LevelCtx, LevelSpec, Mode};
+use crate::progress::Progress;
+use crate::report::summary::{best_pool, collapse_of};
+use crate::report::Report;
+use crate::settings::Settings;
+use crate::workload::{self, conn_opts, Workload};
+
+/// Serial queries in the calibration (the issue asks for at least 500).
+const CALIBRATION_QUERIES: u64 = 500;
+
+/// Shared state of one run's experiments.
+pub struct Run<'a> {
+    /// Validated settings.
+    pub s: &'a Settings,
+    /// Progress bar and log.
+    pub progress: &'a Progress,
+    /// Results so far.
+    pub report: &'a mut Report,
+    /// Direct server URL.
+    pub server_url: String,
+    /// Monitor connection, opened before any load.
+    pub monitor: Conn,
+    /// The query generator.
+    pub workload: Workload,
+}
+
+/// Seconds the progress bar should plan for this command.
+pub fn planned(s: &Settings) -> Duration {
+    let per = s.warmup + s.window;
+    let levels = match s.command {
+        Command::Bench { .. } => {
+            s.conc_levels.len() + 2 * s.pool_sizes.len() + 2 * s.open_fractions.len()
+        }
+        Command::Curve => s.conc_levels.len(),
+        Command::Pool | Command::Proxy => s.pool_sizes.len(),
+        Command::Open => 2 * s.open_fractions.len() + 4,
+        Command::Overhead => 4,
+        Command::Calibrate | Command::Seed => 0,
+    };
+    per * levels as u32
+}
+
+impl Run<'_> {
+    /// Runs the settings' subcommand.
+    pub async fn execute(&mut self) -> Result<()> {
+        let version: Option<String> = self.monitor.query_first("SELECT VERSION()").await?;
+        self.report.meta("server_version", version.unwrap_or_default());
+        if !matches!(self.s.command, Command::Overhead) {
+            self.progress.log(format!("preparing {} ({} rows)...", workload::TABLE, self.s.rows));
+            let seed = workload::prepare(&mut self.monitor, self.s.rows).await?;
+            self.progress.log(format!(
+                "{} in {:.1} s; warmed the buffer pool in {:.1} s",
+                seed.action, seed.seed_secs, seed.warm_secs
+            ));
+            self.report.notes.push(seed.action.clone());
+            self.report.meta("seed_action", &seed.action);
+            self.report.meta("seed_secs", format!("{:.2}", seed.seed_secs));
+            self.report.meta("warm_secs", format!("{:.2}", seed.warm_secs));
+        }
+        match self.s.command {
+            Command::Seed => {}
+            Command::Calibrate => self.calibrate().await?,
+            Command::Curve => {
+                self.calibrate().await?;
+                self.curve(&self.s.conc_levels.clone()).await?;
+            }
+            Command::Pool => {
+                self.calibrate().await?;
+                self.pool().await?;
+            }
+            Command::Open => {
+                self.calibrate().await?;
+                self.open_loop().await?;
+            }
+            Command::Proxy => self.proxy().await?,
+            Command::Overhead => self.overhead().await?,
+            Command::Bench { .. } => {
+                self.calibrate().await?;
+                self.curve(&self.s.conc_levels.clone()).await?;
+                self.pool().await?;
+                self.open_loop().await?;
+                self.proxy().await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn ctx(&self, url: &str, workload: Option<Workload>) -> Result<LevelCtx> {
+        Ok(LevelCtx {
+            load: conn_opts(url)?,
+            workload,
+            seed: self.s.seed,
+        })
+    }
+
+    async fn calibrate(&mut self) -> Result<()> {
+        let mut conn = workload::connect(&conn_opts(&self.server_url)?).await?;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(self.s.seed);
+        let cal = workload::calibrate(&mut conn, self.workload, CALIBRATION_QUERIES, &mut rng).await?;
+        let _ = conn.disconnect().await;
+        self.progress.log(format!(
+            "calibration: serial p50 {:.2} ms, p99 {:.2} ms over {} queries",
+            cal.p50_ms, cal.p99_ms, cal.queries
+        ));
+        self.report.meta("calibration_queries", cal.queries);
+        self.report.meta("calibration_p50_ms", format!("{:.3}", cal.p50_ms));
+        self.report.meta("calibration_p99_ms", format!("{:.3}", cal.p99_ms));
+        self.report.meta("calibration_mean_ms", format!("{:.3}", cal.mean_ms));
+        self.report.calibration = Some(cal);
+        Ok(())
+    }
+
+    /// Capacity estimate for `--rate 0.8x` outside the open experiment: the measured peak
+    /// if A ran, else server CPUs / serial mean latency.
+    fn peak_estimate(&self) -> f64 {
+        let a = self.report.rows_of("A");
+        if let Some((peak, ..)) = collapse_of(&a) {
+            return peak.qps;
+        }
+        let mean = self.report.calibration.map(|c| c.mean_ms).unwrap_or(1.0).max(0.001);
+        self.s.server_cpus.len() as f64 * 1000.0 / mean
+    }
+
+    fn arrival(&self) -> (Arrival, Option<f64>) {
+        match (self.s.arrival, self.s.rate) {
+            (ArrivalKind::Open, Some(Rate::Absolute(r))) => (Arrival::Open { rate_qps: r }, None),
+            (ArrivalKind::Open, Some(Rate::OfPeak(f))) => {
+                (Arrival::Open { rate_qps: f * self.peak_estimate() }, Some(f))
+            }
+            _ => (Arrival::Closed, None),
+        }
+    }
+
+    async fn measure(&mut self, ctx: &LevelCtx, spec: LevelSpec, label: String) -> Result<()> {
+        let _ticker = self.progress.level(label.clone(), spec.warmup + spec.window);
+        let row = run_level(ctx, &spec, &mut self.monitor)
+            .await
+            .with_context(|| format!("level {label}"))?;
+        self.progress.log(format!(
+            "{label:<28} {:>7.0} QPS  p50 {:>8.2} ms  p99 {:>8.2} ms  served {}/{}  inflight {}  errors {}",
+            row.qps, row.p50_ms, row.p99_ms, row.clients_served, row.clients, row.inflight_at_close, row.errors
+        ));
+        self.report.push(row)
+    }
+
+    fn spec(&self, experiment: &'static str, target: &'static str, mode: Mode, clients: usize) -> LevelSpec {
+        LevelSpec {
+            experiment,
+            target,
+            mode,
+            clients,
+            proxy_pool: None,
+            arrival: Arrival::Closed,
+            rate_fraction: None,
+            warmup: self.s.warmup,
+            window: self.s.window,
+        }
+    }
+
+    /// Experiment A at the given levels.
+    async fn curve(&mut self, levels: &[usize]) -> Result<()> {
+        let ctx = self.ctx(&self.server_url, Some(self.workload))?;
+        let (arrival, fraction) = self.arrival();
+        for &c in levels {
+            let mut spec = self.spec("A", "direct", Mode::Direct, c);
+            spec.arrival = arrival;
+            spec.rate_fraction = fraction;
+            self.measure(&ctx, spec, format!("A: C={c} direct")).await?;
+        }
+        Ok(())
+    }
+
+    /// Experiment C: CLIENT_THREADS clients over P pooled connections.
+    async fn pool(&mut self) -> Result<()> {
+        let ctx = self.ctx(&self.server_url, Some(self.workload))?;
+        let (arrival, fraction) = self.arrival();
+        let clients = self.s.client_threads;
+        for &p in &self.s.pool_sizes.clone() {
+            let mut spec = self.spec("C", "pool", Mode::Pool(p), clients);
+            spec.arrival = arrival;
+            spec.rate_fraction = fraction;
+            self.measure(&ctx, spec, format!("C: {clients} clients, P={p}")).await?;
+        }
+        Ok(())
+    }
+
+    /// Open loop at fractions of the measured peak, direct and through the pool.
+    async fn open_loop(&mut self) -> Result<()> {
+        if self.report.rows_of("A").is_empty() {
+            // Find the peak first: it sits near the server's core count.
+            let top = (4 * self.s.server_cpus.len()).max(4);
+            let levels: Vec<usize> = (0..).map(|i| 1usize << i).take_while(|&c| c <= top).collect();
+            self.curve(&levels).await?;
+        }
+        let peak = collapse_of(&self.report.rows_of("A"))
+            .map(|(p, ..)| p.qps)
+            .context("no peak measured")?;
+        let pool_size = self
+            .s
+            .open_pool_size
+            .or_else(|| best_pool(&self.report.rows_of("C")).and_then(|r| r.pool_size))
+            .unwrap_or(self.s.server_cpus.len());
+        self.report.meta("open_pool_size", pool_size);
+        self.report.meta("open_peak_qps", format!("{peak:.1}"));
+        let ctx = self.ctx(&self.server_url, Some(self.workload))?;
+        let clients = self.s.client_threads;
+        for &f in &self.s.open_fractions.clone() {
+            for (target, mode) in [("direct", Mode::Direct), ("pool", Mode::Pool(pool_size))] {
+                let mut spec = self.spec("O", target, mode, clients);
+                spec.arrival = Arrival::Open { rate_qps: f * peak };
+                spec.rate_fraction = Some(f);
+                self.measure(&ctx, spec, format!("open: {f:.2}x peak, {target}")).await?;
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(feature = "proxy")]
+    async fn proxy(&mut self) -> Result<()> {
+        let clients = self.s.client_threads;
+        if let Some(url) = self.s.proxy_url.clone() {
+            let ctx = self.ctx(&url, Some(self.workload))?;
+            let spec = self.spec("proxy", "proxy", Mode::Direct, clients);
+            return self.measure(&ctx, spec, format!("proxy: {clients} clients, external")).await;
+        }
+        let backend_addr = dbkit::TestServer::from_url(&self.server_url)
+            .map(|t| format!("{}:{}", t.host, t.port))
+            .map_err(anyhow::Error::msg)?;
+        for &p in &self.s.pool_sizes.clone() {
+            let proxy = crate::proxy_mode::InProcessProxy::start(&backend_addr, p, &self.s.loadgen_cpus).await?;
+            let ctx = self.ctx(&proxy.url(), Some(self.workload))?;
+            let mut spec = self.spec("proxy", "proxy", Mode::Direct, clients);
+            spec.proxy_pool = Some(p);
+            let result = self.measure(&ctx, spec, format!("sluice: {clients} clients, P={p}")).await;
+            proxy.stop().await;
+            result?;
+        }
+        Ok(())
+    }
+
+    #[cfg(not(feature = "proxy"))]
+    async fn proxy(&mut self) -> Result<()> {
+        self.progress.log("proxy experiment skipped: loadgen was built without the `proxy` feature");
+        Ok(())
+    }
+
+    #[cfg(feature = "proxy")]
+    async fn overhead(&mut self) -> Result<()> {
+        let backend_addr = dbkit::TestServer::from_url(&self.server_url)
+            .map(|t| format!("{}:{}", t.host, t.port))
+            .map_err(anyhow::Error::msg)?;
+        let direct = self.ctx(&self.server_url, None)?;
+        let mut p50 = [0.0f64; 2];
+        let mut cpu64 = None;
+        for clients in [1usize, 64] {
+            // P = clients: no pool queueing, so the difference is the relay alone.
+            let proxy = crate::proxy_mode::InProcessProxy::start(&backend_addr, clients, &self.s.loadgen_cpus).await?;
+            let via = self.ctx(&proxy.url(), None)?;
+            let spec = self.spec("overhead", "direct", Mode::Direct, clients);
+            self.measure(&direct, spec, format!("SELECT 1: {clients} clients, direct")).await?;
+            let direct_p50 = self.report.rows.last().map(|r| r.p50_ms).unwrap_or(0.0);
+            let mut spec = self.spec("overhead", "proxy", Mode::Direct, clients);
+            spec.proxy_pool = Some(clients);
+            let r = self.measure(&via, spec, format!("SELECT 1: {clients} clients, sluice")).await;
+            proxy.stop().await;
+            r?;
+            let last = self.report.rows.last();
+            if clients == 1 {
+                p50 = [direct_p50, last.map(|r| r.p50_ms).unwrap_or(0.0)];
+            } else {
+                cpu64 = last.and_then(|r| r.proxy_cpu_us_per_query);
+            }
+        }
+        self.report.meta("overhead_direct_p50_ms_1_client", format!("{:.4}", p50[0]));
+        self.report.meta("overhead_sluice_p50_ms_1_client", format!("{:.4}", p50[1]));
+        self.report.meta("overhead_added_p50_ms_1_client", format!("{:.4}", p50[1] - p50[0]));
+        if let Some(cpu) = cpu64 {
+            self.report.meta("overhead_sluice_cpu_us_per_query_64_clients", format!("{cpu:.2}"));
+        }
+        Ok(())
+    }
+
+    #[cfg(not(feature = "proxy"))]
+    async fn overhead(&mut self) -> Result<()> {
+        anyhow::bail!("`overhead` needs loadgen built with the `proxy` feature")
+    }
+}
+
+/// Headline numbers for `run_metadata.csv`, from whatever rows exist.
+pub fn headline_meta(report: &mut Report) {
+    let a = report.rows_of("A");
+    let collapse = collapse_of(&a);
+    let c = report.rows_of("C");
+    let best = best_pool(&c).cloned();
+    let clients_c = c.first().map(|r| r.clients);
+    let direct_same = clients_c.and_then(|n| a.iter().find(|r| r.clients == n).map(|r| (*r).clone()));
+    let biggest = report
+        .rows
+        .iter()
+        .filter(|r| r.experiment == "A" || r.experiment == "C")
+        .max_by_key(|r| r.clients)
+        .cloned();
+    if let Some((peak, worst, q, p)) = collapse {
+        report.meta("peak_c", peak.clients);
+        report.meta("peak_qps", format!("{:.1}", peak.qps));
+        report.meta("peak_p99_ms", format!("{:.2}", peak.p99_ms));
+        report.meta("max_c", worst.clients);
+        report.meta("max_c_qps", format!("{:.1}", worst.qps));
+        report.meta("max_c_p99_ms", format!("{:.2}", worst.p99_ms));
+        report.meta("collapse_qps_ratio_peak_over_max_c", format!("{q:.3}"));
+        report.meta("collapse_p99_ratio_max_c_over_peak", format!("{p:.2}"));
+    }
+    if let Some(best) = best {
+        report.meta("best_pool_size", best.pool_size.unwrap_or(0));
+        report.meta("best_pool_qps", format!("{:.1}", best.qps));
+        report.meta("best_pool_p99_ms", format!("{:.2}", best.p99_ms));
+        if let Some(d) = direct_same {
+            report.meta("best_pool_qps_ratio_vs_direct", format!("{:.3}", best.qps / d.qps.max(1e-9)));
+            report.meta("best_pool_p99_ratio_direct_over_pool", format!("{:.2}", d.p99_ms / best.p99_ms.max(1e-9)));
+        }
+    }
+    if let Some(b) = biggest {
+        report.meta("loadgen_clients_at_max", b.clients);
+        report.meta("loadgen_cpu_us_per_query_at_max", format!("{:.2}", b.loadgen_cpu_us_per_query));
+        report.meta("loadgen_cpu_pct_at_max", format!("{:.1}", b.loadgen_cpu_pct));
+        report.meta("loadgen_rss_mib_at_max", format!("{:.1}", b.loadgen_rss_mib));
+    }
+}

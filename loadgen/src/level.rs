@@ -1,0 +1,440 @@
+//! One measured level: open the connections, start the clients, measure a window, drain.
+//!
+//! Every client is a tokio task with its own `Histogram` and counters (no shared state on
+//! the hot path); results are merged once at the end. A query counts when it *finishes*
+//! inside the window. Requests still unfinished when the window closes are reported with
+//! their age at that instant instead of being silently dropped.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+use hdrhistogram::Histogram;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use tokio::sync::Semaphore;
+use tokio::time::sleep_until;
+
+use crate::resources::{rss_mib, CpuSample};
+use crate::stats;
+use crate::workload::{connect, Workload};
+
+/// How clients reach the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Each client owns one connection.
+    Direct,
+    /// Clients share P connections through a fair FIFO semaphore (the wait is measured).
+    Pool(usize),
+}
+
+/// Closed loop or Poisson open loop at a total rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrival {
+    /// Next query right after the previous answer.
+    Closed,
+    /// Each client issues Poisson arrivals at `rate_qps / clients`.
+    Open {
+        /// Total offered rate, queries/s.
+        rate_qps: f64,
+    },
+}
+
+/// What to run at one level.
+#[derive(Debug, Clone)]
+pub struct LevelSpec {
+    /// CSV experiment id: `A`, `C`, `O`, `proxy`, `overhead`.
+    pub experiment: &'static str,
+    /// `direct`, `pool` or `proxy`.
+    pub target: &'static str,
+    /// Direct or pooled.
+    pub mode: Mode,
+    /// Client tasks (offered concurrency in a closed loop).
+    pub clients: usize,
+    /// Backend connections behind a proxy (only for `target = proxy`).
+    pub proxy_pool: Option<usize>,
+    /// Arrival process.
+    pub arrival: Arrival,
+    /// Fraction of the peak, for open-loop rows.
+    pub rate_fraction: Option<f64>,
+    /// Warm-up before the window.
+    pub warmup: Duration,
+    /// The measured window.
+    pub window: Duration,
+}
+
+/// Where and what to query.
+#[derive(Debug, Clone)]
+pub struct LevelCtx {
+    /// Options for load connections (server or proxy).
+    pub load: Opts,
+    /// The query generator; `None` sends `SELECT 1`.
+    pub workload: Option<Workload>,
+    /// RNG seed.
+    pub seed: u64,
+}
+
+/// One CSV row: every metric of one level. Column meanings are in `results/README.md`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LevelResult {
+    pub experiment: String,
+    pub target: String,
+    pub arrival: String,
+    pub clients: usize,
+    pub backend_conns: usize,
+    pub pool_size: Option<usize>,
+    pub rate_fraction: Option<f64>,
+    pub offered_qps: Option<f64>,
+    pub warmup_s: f64,
+    pub window_s: f64,
+    pub queries: u64,
+    pub errors: u64,
+    pub qps: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    pub mean_ms: f64,
+    pub clients_served: usize,
+    pub client_queries_min: u64,
+    pub client_queries_median: f64,
+    pub client_queries_max: u64,
+    pub jain_index: f64,
+    pub inflight_at_close: usize,
+    pub oldest_inflight_ms: f64,
+    pub p99_with_inflight_ms: f64,
+    pub littles_l: f64,
+    pub littles_ratio: f64,
+    pub threads_connected: Option<u64>,
+    pub threads_running: Option<u64>,
+    pub loadgen_cpu_us_per_query: f64,
+    pub loadgen_cpu_pct: f64,
+    pub loadgen_rss_mib: f64,
+    pub proxy_cpu_us_per_query: Option<f64>,
+}
+
+/// The pool of experiment C: P connections behind a FIFO semaphore.
+struct SharedPool {
+    permits: Semaphore,
+    idle: Mutex<Vec<Option<Conn>>>,
+}
+
+/// A client's way to a connection.
+enum Lane {
+    Own(Option<Conn>),
+    Shared(Arc<SharedPool>),
+}
+
+impl Lane {
+    /// Runs one query; `Ok(false)` is a query error (counted), never a panic.
+    async fn run(&mut self, sql: &str, opts: &Opts) -> bool {
+        match self {
+            Lane::Own(slot) => run_on(slot, sql, opts).await,
+            Lane::Shared(pool) => {
+                // tokio's Semaphore is FIFO: the longest waiter gets the next connection.
+                let Ok(_permit) = pool.permits.acquire().await else {
+                    return false;
+                };
+                let mut slot = pool.idle.lock().ok().and_then(|mut v| v.pop()).flatten();
+                let ok = run_on(&mut slot, sql, opts).await;
+                if let Ok(mut idle) = pool.idle.lock() {
+                    idle.push(slot);
+                }
+                ok
+            }
+        }
+    }
+}
+
+async fn run_on(slot: &mut Option<Conn>, sql: &str, opts: &Opts) -> bool {
+    if slot.is_none() {
+        match connect(opts).await {
+            Ok(c) => *slot = Some(c),
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return false;
+            }
+        }
+    }
+    let Some(conn) = slot.as_mut() else {
+        return false;
+    };
+    match conn.query_drop(sql).await {
+        Ok(()) => true,
+        Err(mysql_async::Error::Server(_)) => false,
+        Err(_) => {
+            // The connection is broken; the next query reconnects.
+            *slot = None;
+            false
+        }
+    }
+}
+
+/// What one client measured.
+struct ClientOutcome {
+    hist: Histogram<u64>,
+    done: u64,
+    errors: u64,
+    unfinished_us: Vec<u64>,
+    lane: Lane,
+}
+
+struct Clock {
+    base: Instant,
+    t0: Instant,
+    t1: Instant,
+}
+
+fn us(d: Duration) -> u64 {
+    d.as_micros().min(u128::from(u64::MAX)) as u64
+}
+
+/// Exponential inter-arrival time for a Poisson process of `rate` per second.
+fn exp_interval(rng: &mut StdRng, rate: f64) -> Duration {
+    let u: f64 = rng.gen_range(f64::EPSILON..1.0);
+    Duration::from_secs_f64(-u.ln() / rate)
+}
+
+async fn client_task(
+    id: usize,
+    mut lane: Lane,
+    ctx: Arc<LevelCtx>,
+    clock: Arc<Clock>,
+    per_client_rate: Option<f64>,
+) -> ClientOutcome {
+    let mut rng = StdRng::seed_from_u64(ctx.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut out = ClientOutcome {
+        hist: stats::new_histogram(),
+        done: 0,
+        errors: 0,
+        unfinished_us: Vec::new(),
+        lane: Lane::Own(None),
+    };
+    let mut next = match per_client_rate {
+        Some(rate) => clock.base + exp_interval(&mut rng, rate),
+        None => clock.base,
+    };
+    loop {
+        let now = Instant::now();
+        if now >= clock.t1 {
+            break;
+        }
+        // Latency is measured from when the request was due: its start in a closed loop,
+        // its scheduled arrival in an open loop (so a backlog is never hidden).
+        let due = match per_client_rate {
+            None => now,
+            Some(rate) => {
+                if next >= clock.t1 {
+                    break;
+                }
+                if next > now {
+                    sleep_until(next.into()).await;
+                }
+                let due = next;
+                next += exp_interval(&mut rng, rate);
+                due
+            }
+        };
+        let sql = match &ctx.workload {
+            Some(w) => w.query(&mut rng),
+            None => "SELECT 1".to_string(),
+        };
+        let ok = lane.run(&sql, &ctx.load).await;
+        let end = Instant::now();
+        if end > clock.t1 {
+            out.unfinished_us.push(us(clock.t1.saturating_duration_since(due)));
+            break;
+        }
+        if end >= clock.t0 {
+            if ok {
+                out.hist.saturating_record(us(end - due).max(1));
+                out.done += 1;
+            } else {
+                out.errors += 1;
+            }
+        }
+    }
+    // Open loop: arrivals due before the window closed that never even started.
+    if let Some(rate) = per_client_rate {
+        while next < clock.t1 {
+            out.unfinished_us.push(us(clock.t1 - next));
+            next += exp_interval(&mut rng, rate);
+        }
+    }
+    out.lane = lane;
+    out
+}
+
+/// Threads_connected and Threads_running right now (None if the monitor failed).
+async fn server_threads(monitor: &mut Conn) -> (Option<u64>, Option<u64>) {
+    let rows: Vec<(String, String)> = monitor
+        .query(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN ('Threads_connected', 'Threads_running')",
+        )
+        .await
+        .unwrap_or_default();
+    let get = |name: &str| {
+        rows.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| v.parse().ok())
+    };
+    (get("Threads_connected"), get("Threads_running"))
+}
+
+/// Opens `n` connections, a few dozen at a time.
+pub async fn open_conns(opts: &Opts, n: usize) -> Result<Vec<Conn>> {
+    stream::iter(0..n)
+        .map(|_| connect(opts))
+        .buffer_unordered(32)
+        .try_collect()
+        .await
+}
+
+/// Closes connections politely (a dropped `Conn` leaves "Aborted connection" noise).
+pub async fn close_conns(conns: Vec<Conn>) {
+    stream::iter(conns)
+        .for_each_concurrent(64, |c| async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), c.disconnect()).await;
+        })
+        .await;
+}
+
+/// Runs one level. `monitor` is a direct server connection opened before any load.
+pub async fn run_level(ctx: &LevelCtx, spec: &LevelSpec, monitor: &mut Conn) -> Result<LevelResult> {
+    let ctx = Arc::new(ctx.clone());
+    let backend_conns = match spec.mode {
+        Mode::Direct => spec.clients,
+        Mode::Pool(p) => p,
+    };
+    let conns = open_conns(&ctx.load, backend_conns)
+        .await
+        .with_context(|| format!("opening {backend_conns} connections"))?;
+    let mut lanes: Vec<Lane> = match spec.mode {
+        Mode::Direct => conns.into_iter().map(|c| Lane::Own(Some(c))).collect(),
+        Mode::Pool(p) => {
+            let pool = Arc::new(SharedPool {
+                permits: Semaphore::new(p),
+                idle: Mutex::new(conns.into_iter().map(Some).collect()),
+            });
+            (0..spec.clients).map(|_| Lane::Shared(pool.clone())).collect()
+        }
+    };
+    let per_client_rate = match spec.arrival {
+        Arrival::Closed => None,
+        Arrival::Open { rate_qps } => Some(rate_qps / spec.clients as f64),
+    };
+    let base = Instant::now();
+    let clock = Arc::new(Clock {
+        base,
+        t0: base + spec.warmup,
+        t1: base + spec.warmup + spec.window,
+    });
+    let mut tasks = Vec::with_capacity(spec.clients);
+    for (id, lane) in lanes.drain(..).enumerate() {
+        tasks.push(tokio::spawn(client_task(
+            id,
+            lane,
+            ctx.clone(),
+            clock.clone(),
+            per_client_rate,
+        )));
+    }
+
+    sleep_until(clock.t0.into()).await;
+    let cpu_start = CpuSample::now();
+    sleep_until((clock.t0 + spec.window / 2).into()).await;
+    let (threads_connected, threads_running) = server_threads(monitor).await;
+    sleep_until(clock.t1.into()).await;
+    let cpu_end = CpuSample::now();
+    let (rss, _) = rss_mib();
+
+    let mut hist = stats::new_histogram();
+    let mut counts = Vec::with_capacity(spec.clients);
+    let mut errors = 0;
+    let mut unfinished = Vec::new();
+    let mut leftover: Vec<Conn> = Vec::new();
+    let mut shared: Option<Arc<SharedPool>> = None;
+    for task in tasks {
+        let o = task.await.context("a client task panicked")?;
+        hist.add(&o.hist).context("merging histograms")?;
+        counts.push(o.done);
+        errors += o.errors;
+        unfinished.extend(o.unfinished_us);
+        match o.lane {
+            Lane::Own(Some(c)) => leftover.push(c),
+            Lane::Own(None) => {}
+            Lane::Shared(p) => shared = Some(p),
+        }
+    }
+    if let Some(pool) = shared.and_then(|p| Arc::try_unwrap(p).ok()) {
+        leftover.extend(pool.idle.into_inner().unwrap_or_default().into_iter().flatten());
+    }
+    close_conns(leftover).await;
+
+    let window_s = spec.window.as_secs_f64();
+    let queries: u64 = counts.iter().sum();
+    let qps = queries as f64 / window_s;
+    let lat = stats::latency(&hist);
+    let spread = stats::spread(&counts);
+    let (inflight, oldest) = stats::unfinished(&unfinished);
+    let littles = stats::littles(qps, lat.mean_ms, spec.clients);
+    let (loadgen_ns, proxy_ns) = cpu_end.since(&cpu_start);
+    let per_query_us = |ns: u64| {
+        if queries == 0 {
+            0.0
+        } else {
+            ns as f64 / 1000.0 / queries as f64
+        }
+    };
+    Ok(LevelResult {
+        experiment: spec.experiment.to_string(),
+        target: spec.target.to_string(),
+        arrival: match spec.arrival {
+            Arrival::Closed => "closed".into(),
+            Arrival::Open { .. } => "open".into(),
+        },
+        clients: spec.clients,
+        backend_conns: spec.proxy_pool.unwrap_or(backend_conns),
+        pool_size: match spec.mode {
+            Mode::Pool(p) => Some(p),
+            Mode::Direct => spec.proxy_pool,
+        },
+        rate_fraction: spec.rate_fraction,
+        offered_qps: match spec.arrival {
+            Arrival::Open { rate_qps } => Some(rate_qps),
+            Arrival::Closed => None,
+        },
+        warmup_s: spec.warmup.as_secs_f64(),
+        window_s,
+        queries,
+        errors,
+        qps,
+        p50_ms: lat.p50_ms,
+        p90_ms: lat.p90_ms,
+        p99_ms: lat.p99_ms,
+        p999_ms: lat.p999_ms,
+        max_ms: lat.max_ms,
+        mean_ms: lat.mean_ms,
+        clients_served: spread.served,
+        client_queries_min: spread.min,
+        client_queries_median: spread.median,
+        client_queries_max: spread.max,
+        jain_index: spread.jain,
+        inflight_at_close: inflight,
+        oldest_inflight_ms: oldest,
+        p99_with_inflight_ms: stats::quantile_with_unfinished(&hist, &unfinished, 0.99),
+        littles_l: littles.l,
+        littles_ratio: littles.ratio,
+        threads_connected,
+        threads_running,
+        loadgen_cpu_us_per_query: per_query_us(loadgen_ns),
+        loadgen_cpu_pct: loadgen_ns as f64 / 1e9 / window_s * 100.0,
+        loadgen_rss_mib: rss,
+        proxy_cpu_us_per_query: (spec.target == "proxy").then(|| per_query_us(proxy_ns)),
+    })
+}

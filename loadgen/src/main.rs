@@ -1,0 +1,257 @@
+//! loadgen: the sluice load generator and experiment harness.
+//!
+//! # Layout
+//! - [`cli`] flags (with env fallbacks) and [`settings`] validation, before anything starts.
+//! - [`backend`]: local (dbkit), docker (bollard) and external servers.
+//! - [`workload`]: the table, seeding, the query, calibration.
+//! - [`level`]: one measured level (closed or open loop, direct or pooled).
+//! - [`stats`]: percentiles, fairness, in-flight ages, Little's law.
+//! - [`experiments`]: A, B, C, open loop, proxy, overhead.
+//! - [`report`]: CSVs, summary, metadata, SVG plots.
+//! - [`resources`], [`progress`], [`proxy_mode`].
+
+mod backend;
+mod cli;
+mod experiments;
+mod level;
+mod progress;
+#[cfg(feature = "proxy")]
+mod proxy_mode;
+mod report;
+mod resources;
+mod settings;
+mod stats;
+mod workload;
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Parser;
+
+use crate::backend::Backend;
+use crate::experiments::Run;
+use crate::progress::Progress;
+use crate::report::Report;
+use crate::settings::Settings;
+
+/// How a run ended.
+enum Outcome {
+    Done,
+    Interrupted,
+}
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let host_cpus = dbkit::affinity::thread_cpus(0).unwrap_or_else(|_| {
+        (0..dbkit::affinity::online_cpus()).collect()
+    });
+    let settings = match Settings::from_cli(cli, host_cpus) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("loadgen: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // Pin before the runtime exists so every worker thread inherits the mask.
+    if let Err(e) = dbkit::affinity::pin_current_thread(&settings.loadgen_cpus) {
+        eprintln!("loadgen: pinning to CPUs {:?} failed: {e}", settings.loadgen_cpus);
+        return ExitCode::from(2);
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.loadgen_cpus.len())
+        .thread_name("loadgen-rt")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("loadgen: building the runtime failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(run(settings));
+    // Client tasks of an interrupted level may still be parked on dead sockets.
+    rt.shutdown_timeout(Duration::from_secs(2));
+    match result {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Interrupted) => ExitCode::from(130),
+        Err(e) => {
+            eprintln!("loadgen: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() -> &'static str {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return "SIGINT";
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
+async fn run(s: Settings) -> Result<Outcome> {
+    let started = Instant::now();
+    // Registered first: from here on a signal never kills us before the teardown.
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    tokio::task::yield_now().await;
+
+    let progress = Progress::new(experiments::planned(&s), s.progress);
+    let mut report = Report::create(&s.out, &s.label)?;
+    progress.log(format!("loadgen: writing results to {}", report.dir.display()));
+
+    // Starting a local server blocks for a few seconds; if a signal arrives meanwhile, let
+    // the start finish and tear the server down, so nothing is left behind.
+    let start = Backend::start(&s);
+    tokio::pin!(start);
+    let backend = tokio::select! {
+        b = &mut start => b?,
+        sig = &mut signal => {
+            progress.log(format!("{sig}: stopping after the server start finishes"));
+            if let Ok(b) = start.await {
+                b.teardown().await?;
+            }
+            return Ok(Outcome::Interrupted);
+        }
+    };
+    progress.log(format!("server: {} at {}", backend.kind(), redact(&backend.url())));
+    fill_static_meta(&mut report, &s, &backend);
+
+    let outcome = {
+        let body = experiments_body(&s, &backend, &mut report, &progress);
+        tokio::pin!(body);
+        tokio::select! {
+            r = &mut body => r.map(|()| Outcome::Done),
+            sig = &mut signal => {
+                progress.log(format!("{sig}: interrupted, tearing down"));
+                Ok(Outcome::Interrupted)
+            }
+        }
+    };
+    progress.finish();
+    report.meta("duration_s", format!("{:.1}", started.elapsed().as_secs_f64()));
+    report.meta("completed", matches!(outcome, Ok(Outcome::Done)));
+    experiments::headline_meta(&mut report);
+    let (_, peak_rss) = resources::rss_mib();
+    report.meta("loadgen_peak_rss_mib", format!("{peak_rss:.1}"));
+    let written = report.finish();
+    let teardown = backend.teardown().await;
+    written.context("writing the report")?;
+    teardown.context("tearing the server down")?;
+    eprintln!("loadgen: results in {}", report.dir.display());
+    if let Ok(summary) = std::fs::read_to_string(report.dir.join("summary.txt")) {
+        if matches!(outcome, Ok(Outcome::Done)) {
+            println!("{summary}");
+        }
+    }
+    outcome
+}
+
+async fn experiments_body(
+    s: &Settings,
+    backend: &Backend,
+    report: &mut Report,
+    progress: &Progress,
+) -> Result<()> {
+    let server_url = backend.url();
+    // The monitor connection exists before any load, so it never competes for a slot.
+    let monitor = workload::connect(&workload::conn_opts(&server_url)?).await?;
+    let mut run = Run {
+        s,
+        progress,
+        report,
+        server_url,
+        monitor,
+        workload: workload::Workload {
+            rows: s.rows,
+            scan_w: s.scan_w,
+        },
+    };
+    let result = run.execute().await;
+    let _ = run.monitor.disconnect().await;
+    result
+}
+
+fn redact(url: &str) -> String {
+    match dbkit::TestServer::from_url(url) {
+        Ok(t) => format!("mysql://{}:***@{}:{}", t.user, t.host, t.port),
+        Err(_) => "(unparsable URL)".into(),
+    }
+}
+
+fn join(v: &[usize]) -> String {
+    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+}
+
+fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
+    report.meta("started_utc", report::utc_stamp());
+    report.meta("loadgen_version", env!("CARGO_PKG_VERSION"));
+    report.meta("command", format!("{:?}", s.command));
+    for (k, v) in backend.describe() {
+        report.meta(&k, v);
+    }
+    report.meta("arch", std::env::consts::ARCH);
+    report.meta("host_cores", s.host_cpus.len());
+    report.meta("cpu_model", cpu_model());
+    report.meta("kernel", std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim());
+    report.meta(
+        "server_cpus",
+        if backend.is_pinned() { join(&s.server_cpus) } else { "not pinned (external)".into() },
+    );
+    report.meta("loadgen_cpus", join(&s.loadgen_cpus));
+    report.meta("loadgen_worker_threads", s.loadgen_cpus.len());
+    report.meta("rows", s.rows);
+    report.meta("scan_w", s.scan_w);
+    report.meta("query", workload::QUERY_SHAPE);
+    report.meta("window_s", s.window.as_secs_f64());
+    report.meta("warmup_s", s.warmup.as_secs_f64());
+    report.meta("conc_levels", join(&s.conc_levels));
+    report.meta("pool_sizes", join(&s.pool_sizes));
+    report.meta("client_threads", s.client_threads);
+    report.meta(
+        "open_fractions",
+        s.open_fractions.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(","),
+    );
+    report.meta("git_commit", git_commit());
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string()))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `git rev-parse HEAD` (+ `-dirty`), or why it is unknown.
+fn git_commit() -> String {
+    let run = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match run(&["rev-parse", "HEAD"]) {
+        Some(head) => {
+            let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("{head}-dirty")
+            } else {
+                head
+            }
+        }
+        None => "unknown (no commit yet)".into(),
+    }
+}

@@ -1,0 +1,67 @@
+//! An in-process sluice for the proxy and overhead experiments.
+//!
+//! It runs on its own tokio runtime whose threads are named `sluice-*`, so its CPU time
+//! is measured apart from loadgen's (see [`crate::resources`]). Its threads inherit
+//! loadgen's CPU pinning: the proxy sits next to the clients, as a sidecar would, and the
+//! server keeps its cores to itself.
+
+use std::net::SocketAddr;
+
+use anyhow::{Context, Result};
+
+/// A running in-process sluice.
+pub struct InProcessProxy {
+    rt: Option<tokio::runtime::Runtime>,
+    handle: Option<sluice::ProxyHandle>,
+    addr: SocketAddr,
+}
+
+impl InProcessProxy {
+    /// Starts sluice in front of `backend` (`host:port`) with `pool` execution slots.
+    pub async fn start(backend: &str, pool: usize, cpus: &[usize]) -> Result<InProcessProxy> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cpus.len().max(1))
+            .thread_name("sluice-w")
+            .enable_all()
+            .build()
+            .context("building the sluice runtime")?;
+        let mut cfg = sluice::Config::for_backend(backend.to_string(), "bench", "bench");
+        cfg.pool_size = sluice::config::PoolSize::Fixed(pool as u32);
+        cfg.max_backend_connections = cfg.max_backend_connections.max(pool as u32);
+        let handle = rt
+            .spawn(async move { sluice::Proxy::bind(cfg).await })
+            .await
+            .context("the sluice start task panicked")?
+            .map_err(|e| anyhow::anyhow!("starting sluice: {e}"))?;
+        let addr = handle.local_addr();
+        Ok(InProcessProxy {
+            rt: Some(rt),
+            handle: Some(handle),
+            addr,
+        })
+    }
+
+    /// Where clients connect, as the bench user.
+    pub fn url(&self) -> String {
+        format!("mysql://bench:bench@{}/bench", self.addr)
+    }
+
+    /// Graceful shutdown, then the runtime goes away.
+    pub async fn stop(mut self) {
+        if let (Some(rt), Some(handle)) = (self.rt.as_ref(), self.handle.take()) {
+            let _ = rt.spawn(handle.shutdown()).await;
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for InProcessProxy {
+    fn drop(&mut self) {
+        // Dropping a runtime inside async code panics; let it go in the background.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}

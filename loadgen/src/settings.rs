@@ -1,0 +1,292 @@
+//! The validated run settings: CLI values + defaults + cross-flag checks, done once before
+//! anything starts (no server, no connection, no output folder yet).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cli::{ArrivalKind, Cli, Command, Rate, ServerKind};
+
+/// Default rows in `reads_test` (as the seed).
+pub const DEFAULT_ROWS: u32 = 200_000;
+/// Default rows scanned per query.
+pub const DEFAULT_SCAN_W: u32 = 20_000;
+/// Default client tasks for C, open loop and proxy.
+pub const DEFAULT_CLIENT_THREADS: usize = 512;
+
+/// Everything a run needs, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The subcommand.
+    pub command: Command,
+    /// `bench --quick`.
+    pub quick: bool,
+    /// Requested backend (auto is resolved when the backend starts).
+    pub server: ServerKind,
+    /// Explicit server binary.
+    pub server_bin: Option<PathBuf>,
+    /// External server URL.
+    pub mysql_url: Option<String>,
+    /// External sluice URL.
+    pub proxy_url: Option<String>,
+    /// CPUs the server is pinned to.
+    pub server_cpus: Vec<usize>,
+    /// CPUs loadgen pins itself to; also the runtime's worker count.
+    pub loadgen_cpus: Vec<usize>,
+    /// CPUs this process may use at start.
+    pub host_cpus: Vec<usize>,
+    /// Parent directory of the run folder.
+    pub out: PathBuf,
+    /// Run folder label.
+    pub label: String,
+    /// Rows scanned per query.
+    pub scan_w: u32,
+    /// Rows in the table.
+    pub rows: u32,
+    /// Measured window per level.
+    pub window: Duration,
+    /// Warm-up per level.
+    pub warmup: Duration,
+    /// Experiment A levels.
+    pub conc_levels: Vec<usize>,
+    /// Experiment C / proxy pool sizes.
+    pub pool_sizes: Vec<usize>,
+    /// Client tasks in C, open loop and proxy.
+    pub client_threads: usize,
+    /// Arrival process for `curve`/`pool`.
+    pub arrival: ArrivalKind,
+    /// Open-loop rate for `curve`/`pool`.
+    pub rate: Option<Rate>,
+    /// Open-loop experiment fractions of the peak.
+    pub open_fractions: Vec<f64>,
+    /// Pool size for the open-loop pool rows.
+    pub open_pool_size: Option<usize>,
+    /// RNG seed.
+    pub seed: u64,
+    /// Show the progress bar.
+    pub progress: bool,
+}
+
+impl Settings {
+    /// Applies defaults and checks the flags against each other and this machine.
+    pub fn from_cli(cli: Cli, host_cpus: Vec<usize>) -> Result<Settings, String> {
+        let c = cli.common;
+        let quick = matches!(cli.command, Command::Bench { quick: true });
+        let (server_cpus, loadgen_cpus) =
+            resolve_cpus(c.server_cpus.clone(), c.loadgen_cpus.clone(), &host_cpus)?;
+        match (c.server, &c.mysql_url) {
+            (ServerKind::External, None) => {
+                return Err("--server external needs --mysql-url mysql://user:pass@host:port/db".into())
+            }
+            (ServerKind::Local | ServerKind::Docker, Some(_)) => {
+                return Err(format!(
+                    "--mysql-url names an existing server, which conflicts with --server {:?}",
+                    c.server
+                ))
+            }
+            _ => {}
+        }
+        for (flag, url) in [("--mysql-url", &c.mysql_url), ("--proxy-url", &c.proxy_url)] {
+            if let Some(url) = url {
+                dbkit::TestServer::from_url(url).map_err(|e| format!("{flag}: {e}"))?;
+            }
+        }
+        let rows = c.rows.unwrap_or(DEFAULT_ROWS);
+        let scan_w = c.scan_w.unwrap_or(DEFAULT_SCAN_W);
+        if scan_w > rows {
+            return Err(format!(
+                "SCAN_W ({scan_w}) cannot exceed the table's rows ({rows})"
+            ));
+        }
+        let window = c.window_s.unwrap_or(if quick { 1.5 } else { 8.0 });
+        let warmup = c.warmup_s.unwrap_or(if quick { 0.5 } else { 2.0 });
+        let conc_levels = c.conc_levels.map(|l| l.0).unwrap_or_else(|| {
+            if quick {
+                vec![1, 2, 4, 16, 64, 512]
+            } else {
+                (0..10).map(|i| 1usize << i).collect()
+            }
+        });
+        let pool_sizes = c.pool_sizes.map(|l| l.0).unwrap_or_else(|| {
+            if quick {
+                vec![1, 2, 4, 16]
+            } else {
+                default_pool_sizes(server_cpus.len())
+            }
+        });
+        let client_threads = c.client_threads.unwrap_or(DEFAULT_CLIENT_THREADS);
+        let most = conc_levels.iter().chain(&pool_sizes).max().copied().unwrap_or(1);
+        if most.max(client_threads) > 20_000 {
+            return Err("more than 20000 connections is beyond what one loadgen can drive".into());
+        }
+        match (c.arrival, c.rate) {
+            (ArrivalKind::Open, None) => {
+                return Err("--arrival open needs --rate (e.g. 900 or 0.8x)".into())
+            }
+            (ArrivalKind::Closed, Some(_)) => {
+                return Err("--rate only applies to --arrival open".into())
+            }
+            _ => {}
+        }
+        let open_fractions = c
+            .open_fractions
+            .map(|f| f.0)
+            .unwrap_or_else(|| vec![0.8, 0.95, 1.2]);
+        let label = c.label.unwrap_or_else(|| match cli.command {
+            Command::Bench { quick: true } => "quick".into(),
+            ref other => format!("{other:?}").to_lowercase(),
+        });
+        if label.is_empty() || label.contains(['/', '\\']) {
+            return Err(format!("--label {label:?} must be a plain folder-name suffix"));
+        }
+        Ok(Settings {
+            command: cli.command,
+            quick,
+            server: c.server,
+            server_bin: c.server_bin,
+            mysql_url: c.mysql_url,
+            proxy_url: c.proxy_url,
+            server_cpus,
+            loadgen_cpus,
+            host_cpus,
+            out: c.out,
+            label,
+            scan_w,
+            rows,
+            window: Duration::from_secs_f64(window),
+            warmup: Duration::from_secs_f64(warmup),
+            conc_levels,
+            pool_sizes,
+            client_threads,
+            arrival: c.arrival,
+            rate: c.rate,
+            open_fractions,
+            open_pool_size: c.open_pool_size,
+            seed: c.seed,
+            progress: !c.no_progress,
+        })
+    }
+
+    /// The largest number of connections any experiment opens at once (plus monitor).
+    pub fn max_connections_needed(&self) -> usize {
+        let most = self
+            .conc_levels
+            .iter()
+            .chain(&self.pool_sizes)
+            .copied()
+            .chain([self.client_threads, 64])
+            .max()
+            .unwrap_or(1);
+        most + 16
+    }
+}
+
+/// 1, 2, 4, ... up to 64 on a server with at most 4 cores; up to 16 × cores beyond.
+pub fn default_pool_sizes(server_cores: usize) -> Vec<usize> {
+    let top = (16 * server_cores).max(64);
+    (0..).map(|i| 1usize << i).take_while(|&p| p <= top).collect()
+}
+
+/// Server: the first half of the host's CPUs (at least one); loadgen: the rest (or all,
+/// on a single-CPU host). Explicit lists must name CPUs this process may use.
+pub fn resolve_cpus(
+    server: Option<Vec<usize>>,
+    loadgen: Option<Vec<usize>>,
+    host: &[usize],
+) -> Result<(Vec<usize>, Vec<usize>), String> {
+    let show = |v: &[usize]| {
+        v.iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for (flag, list) in [("--server-cpus", &server), ("--loadgen-cpus", &loadgen)] {
+        if let Some(list) = list {
+            if let Some(bad) = list.iter().find(|c| !host.contains(c)) {
+                return Err(format!(
+                    "{flag} names CPU {bad}, but this machine lets us use only CPUs {} ({} in all)",
+                    show(host),
+                    host.len()
+                ));
+            }
+        }
+    }
+    let half = (host.len() / 2).max(1);
+    let server = server.unwrap_or_else(|| host[..half].to_vec());
+    if server.len() > host.len() {
+        return Err(format!(
+            "--server-cpus asks for {} CPUs but only {} exist",
+            server.len(),
+            host.len()
+        ));
+    }
+    let loadgen = loadgen.unwrap_or_else(|| {
+        let rest: Vec<usize> = host.iter().copied().filter(|c| !server.contains(c)).collect();
+        if rest.is_empty() {
+            host.to_vec()
+        } else {
+            rest
+        }
+    });
+    Ok((server, loadgen))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn settings(args: &[&str]) -> Result<Settings, String> {
+        let mut all = vec!["loadgen"];
+        all.extend_from_slice(args);
+        Settings::from_cli(Cli::try_parse_from(all).map_err(|e| e.to_string())?, vec![0, 1])
+    }
+
+    #[test]
+    fn defaults_match_the_seed_on_two_cores() {
+        let s = settings(&["bench"]).unwrap();
+        assert_eq!(s.server_cpus, vec![0]);
+        assert_eq!(s.loadgen_cpus, vec![1]);
+        assert_eq!(s.conc_levels, vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 512]);
+        assert_eq!(s.pool_sizes, vec![1, 2, 4, 8, 16, 32, 64]);
+        assert_eq!((s.scan_w, s.rows, s.client_threads), (20_000, 200_000, 512));
+        assert_eq!(s.window, Duration::from_secs(8));
+        assert_eq!(s.warmup, Duration::from_secs(2));
+        assert_eq!(s.label, "bench");
+        assert_eq!(settings(&["bench", "--quick"]).unwrap().label, "quick");
+    }
+
+    #[test]
+    fn too_many_server_cpus_is_one_clear_error() {
+        let err = settings(&["bench", "--server-cpus", "0-3"]).unwrap_err();
+        assert!(err.contains("CPU 2") && err.contains("2 in all"), "{err}");
+        let err = settings(&["bench", "--loadgen-cpus", "7"]).unwrap_err();
+        assert!(err.contains("--loadgen-cpus"), "{err}");
+    }
+
+    #[test]
+    fn single_cpu_hosts_share_the_cpu() {
+        assert_eq!(resolve_cpus(None, None, &[0]).unwrap(), (vec![0], vec![0]));
+        assert_eq!(
+            resolve_cpus(None, None, &[0, 1, 2, 3]).unwrap(),
+            (vec![0, 1], vec![2, 3])
+        );
+    }
+
+    #[test]
+    fn conflicting_flags_are_rejected() {
+        assert!(settings(&["bench", "--server", "external"]).is_err());
+        assert!(settings(&["bench", "--server", "local", "--mysql-url", "mysql://a@b:1/c"]).is_err());
+        assert!(settings(&["bench", "--mysql-url", "http://x"]).is_err());
+        assert!(settings(&["curve", "--arrival", "open"]).is_err());
+        assert!(settings(&["curve", "--rate", "100"]).is_err());
+        assert!(settings(&["curve", "--arrival", "open", "--rate", "0.8x"]).is_ok());
+        assert!(settings(&["bench", "--scan-w", "300000"]).is_err());
+        assert!(settings(&["bench", "--label", "a/b"]).is_err());
+    }
+
+    #[test]
+    fn pool_sizes_grow_with_server_cores() {
+        assert_eq!(default_pool_sizes(1).last(), Some(&64));
+        assert_eq!(default_pool_sizes(8).last(), Some(&128));
+    }
+}

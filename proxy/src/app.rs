@@ -1,0 +1,166 @@
+//! `Proxy::bind`: learns the backend's greeting, binds the listener, runs the accept loop and
+//! the pool maintenance, and shuts all of it down in order.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio_util::task::TaskTracker;
+
+use crate::config::{Config, ConfigError};
+use crate::conn::client::{offered_caps, HandshakeContext};
+use crate::conn::PacketStream;
+use crate::context::Context;
+use crate::protocol::{flags, Capabilities, Handshake};
+
+/// Connection backlog: hundreds of clients may connect at once; the default 128 makes the
+/// overflow wait a SYN retransmit (a full second).
+const LISTEN_BACKLOG: u32 = 4096;
+/// Version string used when the backend cannot be reached at start-up.
+const FALLBACK_VERSION: &[u8] = b"8.0.36-sluice";
+/// utf8mb4_general_ci, understood by MySQL and MariaDB alike.
+const FALLBACK_COLLATION: u8 = 45;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+pub struct Proxy;
+
+/// A running proxy. Dropping it does not stop it; call `shutdown`.
+pub struct ProxyHandle {
+    ctx: Arc<Context>,
+    local_addr: SocketAddr,
+    tracker: TaskTracker,
+}
+
+impl Proxy {
+    /// Starts sluice on the current tokio runtime.
+    pub async fn bind(config: Config) -> Result<ProxyHandle, StartError> {
+        config.validate()?;
+        let greeting = probe_backend(&config.backend, config.connect_timeout.min(Duration::from_secs(3))).await;
+        let (version, caps, collation) = match &greeting {
+            Some(hs) => (hs.server_version.clone(), hs.capabilities, hs.collation),
+            None => {
+                tracing::warn!(backend = %config.backend, "backend not reachable at start-up; clients will get errors until it is");
+                (FALLBACK_VERSION.to_vec(), flags::server_capabilities(), FALLBACK_COLLATION)
+            }
+        };
+        let server_version = config.server_version.clone().map(String::into_bytes).unwrap_or(version);
+        let handshake = HandshakeContext {
+            server_version,
+            offered: offered_caps(caps | Capabilities::CLIENT_SESSION_TRACK),
+            collation,
+            rsa: OnceLock::new(),
+            sha2_cache: Mutex::new(Default::default()),
+        };
+        let listen = config.listen;
+        let listener = bind_listener(listen).map_err(|source| StartError::Listen { addr: listen, source })?;
+        let local_addr = listener.local_addr().map_err(|source| StartError::Listen { addr: listen, source })?;
+        let ctx = Context::new(config, handshake);
+        let tracker = TaskTracker::new();
+        tracker.spawn(accept_loop(ctx.clone(), listener, tracker.clone()));
+        tokio::spawn(maintenance(ctx.clone()));
+        tracing::info!(%local_addr, backend = %ctx.config().backend, "sluice listening");
+        Ok(ProxyHandle { ctx, local_addr, tracker })
+    }
+}
+
+impl ProxyHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+
+    /// Stops accepting, lets running statements finish until `shutdown_timeout`, then ends
+    /// every session with an ERR and closes the backends.
+    pub async fn shutdown(self) {
+        let deadline = self.ctx.config().shutdown_timeout;
+        self.ctx.shutdown.cancel();
+        self.tracker.close();
+        if tokio::time::timeout(deadline, self.tracker.wait()).await.is_err() {
+            tracing::warn!("drain deadline passed; closing the remaining sessions");
+            self.ctx.hard_stop.cancel();
+            self.ctx.pool.close_all();
+            let _ = tokio::time::timeout(Duration::from_secs(5), self.tracker.wait()).await;
+        }
+        self.ctx.pool.close_all();
+        tracing::info!("sluice stopped");
+    }
+}
+
+fn bind_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+async fn accept_loop(ctx: Arc<Context>, listener: TcpListener, tracker: TaskTracker) {
+    let mut backoff = Duration::from_millis(10);
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = ctx.shutdown.cancelled() => return,
+        };
+        match accepted {
+            Ok((socket, _)) => {
+                backoff = Duration::from_millis(10);
+                tracker.spawn(crate::session::serve(ctx.clone(), socket));
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: wait instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// Closes backends idle past `server_idle_timeout` and pings idle ones every
+/// `health_check_interval`.
+async fn maintenance(ctx: Arc<Context>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut since_check = Duration::ZERO;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = ctx.shutdown.cancelled() => return,
+        }
+        let config = ctx.config();
+        ctx.pool.close_idle_older_than(config.server_idle_timeout, config.min_idle);
+        since_check += Duration::from_secs(1);
+        if since_check >= config.health_check_interval {
+            since_check = Duration::ZERO;
+            for mut conn in ctx.pool.take_idle_for_check() {
+                let pool = ctx.pool.clone();
+                tokio::spawn(async move {
+                    let healthy = matches!(tokio::time::timeout(Duration::from_secs(2), conn.ping()).await, Ok(Ok(())));
+                    pool.give_back(conn, healthy);
+                });
+            }
+        }
+    }
+}
+
+/// Reads the backend's greeting to learn its version string, capabilities and collation.
+async fn probe_backend(addr: &str, timeout: Duration) -> Option<Handshake> {
+    let probe = async {
+        let socket = TcpStream::connect(addr).await.ok()?;
+        let mut stream = PacketStream::new(socket, 1 << 20);
+        let span = stream.next_packet().await.ok()??;
+        let hs = Handshake::decode(&stream.payload(&span)).ok();
+        stream.shutdown().await;
+        hs
+    };
+    tokio::time::timeout(timeout, probe).await.ok().flatten()
+}

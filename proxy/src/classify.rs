@@ -1,0 +1,539 @@
+//! The SQL classifier: the only code in sluice that reads SQL text.
+//!
+//! `classify` is called for every COM_QUERY, so it makes one pass over the bytes and allocates
+//! nothing for ordinary statements (only SET, USE and multi-part results own strings). It is
+//! deliberately conservative: when it cannot tell, it reports an effect that pins the session
+//! (for example `unknown_set`), never one that lets unmovable state move to another client.
+//!
+//! It skips comments, string literals and backquoted identifiers, but reads MySQL/MariaDB
+//! executable comments (`/*!40101 ... */`, `/*M! ... */`) because the server runs them. The
+//! server's session-state tracker is the primary signal for state changes; this backs it up for
+//! state the tracker does not report (GET_LOCK, LOCK TABLES, FOUND_ROWS, ...).
+//!
+//! Known limits: statements inside stored procedures (CALL) are invisible; a string literal
+//! is lexed with backslash escapes even under NO_BACKSLASH_ESCAPES.
+
+mod lexer;
+mod set;
+
+#[cfg(test)]
+mod tests;
+
+use lexer::{ident_text, is_kw, Lexer, Tok, Token};
+
+/// What one COM_QUERY does, as far as pooling is concerned.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Classification {
+    /// The kind of the first statement (of a multi-statement, the first one).
+    pub kind: StatementKind,
+    /// Effects of all statements in the query.
+    pub effects: Effects,
+    /// Parsed items of SET statements; `None` when there is no SET, or it could not be parsed
+    /// (then `effects.unknown_set` is true).
+    pub set: Option<Vec<SetItem>>,
+    /// `KILL [QUERY|CONNECTION] <id>`.
+    pub kill: Option<KillTarget>,
+    /// `USE db` (the last one, for a multi-statement).
+    pub use_schema: Option<String>,
+    /// More SQL follows a `;` (outside strings and comments).
+    pub multi_statement: bool,
+}
+
+/// The first keyword(s) of a statement.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StatementKind {
+    /// SELECT, `(SELECT ...)`, TABLE, VALUES, and WITH ... SELECT.
+    Select,
+    Insert,
+    Update,
+    Delete,
+    Replace,
+    /// SET (session, global, user variables, NAMES, TRANSACTION, PASSWORD, ROLE).
+    Set,
+    Use,
+    /// BEGIN [WORK], START TRANSACTION, XA START/BEGIN.
+    Begin,
+    /// COMMIT, XA COMMIT.
+    Commit,
+    /// ROLLBACK (not ROLLBACK TO SAVEPOINT), XA ROLLBACK.
+    Rollback,
+    /// SAVEPOINT, ROLLBACK TO [SAVEPOINT], RELEASE SAVEPOINT: the transaction stays open.
+    Savepoint,
+    /// LOCK TABLES, LOCK INSTANCE FOR BACKUP.
+    Lock,
+    /// UNLOCK TABLES, UNLOCK INSTANCE.
+    Unlock,
+    Prepare,
+    Execute,
+    /// DEALLOCATE PREPARE, DROP PREPARE.
+    Deallocate,
+    Kill,
+    Show,
+    Call,
+    Do,
+    Create,
+    Drop,
+    Alter,
+    Flush,
+    Handler,
+    /// LOAD DATA, LOAD XML.
+    LoadData,
+    /// EXPLAIN, DESCRIBE, DESC.
+    Explain,
+    #[default]
+    Other,
+}
+
+/// Effects on session state. Counts are per query (a multi-statement adds up).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// A user variable is referenced (`SET @x`, `@x :=`, `INTO @x`, reading `@x`); `@@sysvar`
+    /// is not one.
+    pub user_variable: bool,
+    /// CREATE TEMPORARY TABLE or DROP TEMPORARY TABLE.
+    pub temporary_table: bool,
+    /// Calls of GET_LOCK() (and other user-level lock functions).
+    pub get_lock: u16,
+    /// Calls of RELEASE_LOCK().
+    pub release_lock: u16,
+    pub release_all_locks: bool,
+    pub lock_tables: bool,
+    pub unlock_tables: bool,
+    /// FLUSH TABLES ... WITH READ LOCK, FLUSH TABLES ... FOR EXPORT.
+    pub flush_with_read_lock: bool,
+    /// LOCK INSTANCE FOR BACKUP, MariaDB BACKUP STAGE / BACKUP LOCK.
+    pub lock_instance: bool,
+    /// UNLOCK INSTANCE, BACKUP STAGE END, BACKUP UNLOCK.
+    pub unlock_instance: bool,
+    /// PREPARE name FROM ... (a text-protocol prepared statement lives on the connection).
+    pub sql_prepare: bool,
+    pub sql_deallocate: bool,
+    /// SQL_CALC_FOUND_ROWS, FOUND_ROWS() or ROW_COUNT(): depends on the previous statement.
+    pub found_rows: bool,
+    /// LAST_INSERT_ID(), @@identity, @@last_insert_id.
+    pub last_insert_id_read: bool,
+    /// A SET that could not be parsed, or whose value needs a subquery or a user variable.
+    pub unknown_set: bool,
+    /// SET TRANSACTION without GLOBAL/SESSION: applies to the next transaction only.
+    pub set_transaction_next: bool,
+    /// HANDLER t OPEN.
+    pub handler_open: bool,
+    /// The client sets a session_track_* variable (the proxy owns those).
+    pub session_track_change: bool,
+    /// CONNECTION_ID() appears.
+    pub connection_id: bool,
+    /// SET ROLE, SET DEFAULT ROLE, SET PASSWORD, SET SESSION AUTHORIZATION.
+    pub set_role_or_auth: bool,
+    /// DDL and other statements that commit an open transaction (also SET autocommit=1).
+    pub implicit_commit: bool,
+    /// SET sql_log_bin.
+    pub sql_log_bin: bool,
+    /// SET GLOBAL / PERSIST: not session state, but the operator may want to know.
+    pub global_set: bool,
+    /// Any XA statement (the XA transaction belongs to the connection).
+    pub xa: bool,
+    /// GET DIAGNOSTICS, SHOW WARNINGS / ERRORS: read the previous statement's diagnostics.
+    pub diagnostics: bool,
+    /// Runs SQL sluice cannot see (EXECUTE IMMEDIATE, BEGIN NOT ATOMIC, BINLOG).
+    pub unknown_state: bool,
+    /// COMMIT/ROLLBACK ... RELEASE: the server closes the connection afterwards.
+    pub disconnects: bool,
+    /// LOAD DATA LOCAL INFILE / LOAD XML LOCAL.
+    pub load_local_infile: bool,
+}
+
+impl Effects {
+    /// True when the statement has none of the effects above.
+    pub fn is_empty(&self) -> bool {
+        *self == Effects::default()
+    }
+}
+
+/// One assignment of a SET statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetItem {
+    /// A session system variable. `name` is lower case without `@@session.`; `value` is the
+    /// SQL expression as written, trimmed (for SET SESSION TRANSACTION: `transaction_isolation`
+    /// = `'READ-COMMITTED'` and `transaction_read_only` = `ON`/`OFF`).
+    SessionVar { name: String, value: String },
+    /// SET NAMES charset [COLLATE collation] (lower case, quotes removed; "default" allowed).
+    Names {
+        charset: String,
+        collation: Option<String>,
+    },
+    /// SET CHARACTER SET x / SET CHARSET x.
+    CharacterSet(String),
+    /// SET GLOBAL / PERSIST / PERSIST_ONLY.
+    GlobalVar { name: String, value: String },
+    /// SET @name = value (`name` without `@` and quotes, case kept).
+    UserVar { name: String, value: String },
+    /// SET TRANSACTION ... without a scope: the next transaction only.
+    Transaction {
+        /// "READ-UNCOMMITTED", "READ-COMMITTED", "REPEATABLE-READ" or "SERIALIZABLE".
+        isolation: Option<String>,
+        read_only: Option<bool>,
+    },
+}
+
+/// What a KILL statement targets (a connection id as the client knows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillTarget {
+    Query(u64),
+    Connection(u64),
+}
+
+/// How many leading tokens of each statement are kept to decide its kind.
+const PREFIX: usize = 6;
+
+/// Per-statement scan state.
+struct Stmt {
+    prefix: [Token; PREFIX],
+    count: usize,
+    /// All tokens, kept only for statements parsed in full (SET, USE, KILL, FLUSH).
+    tokens: Option<Vec<Token>>,
+    depth: u32,
+    /// For WITH: the first top-level SELECT/INSERT/UPDATE/DELETE/REPLACE.
+    with_kind: Option<StatementKind>,
+}
+
+const NO_TOKEN: Token = Token {
+    kind: Tok::Punct(0),
+    start: 0,
+    end: 0,
+};
+
+impl Stmt {
+    fn new() -> Self {
+        Stmt {
+            prefix: [NO_TOKEN; PREFIX],
+            count: 0,
+            tokens: None,
+            depth: 0,
+            with_kind: None,
+        }
+    }
+
+    fn word(&self, sql: &[u8], i: usize, kw: &[u8]) -> bool {
+        i < self.count.min(PREFIX) && is_kw(sql, &self.prefix[i], kw)
+    }
+
+    fn has_word(&self, sql: &[u8], from: usize, kw: &[u8]) -> bool {
+        (from..self.count.min(PREFIX)).any(|i| is_kw(sql, &self.prefix[i], kw))
+    }
+}
+
+/// Classifies one COM_QUERY text.
+pub fn classify(sql: &[u8]) -> Classification {
+    let mut c = Classification::default();
+    let mut stmt = Stmt::new();
+    let mut statements = 0usize;
+    let mut prev: Option<Token> = None;
+    for tok in Lexer::new(sql) {
+        if tok.kind == Tok::Punct(b';') {
+            if stmt.count > 0 {
+                finish(sql, &mut stmt, statements == 0, &mut c);
+                statements += 1;
+            }
+            stmt = Stmt::new();
+            prev = None;
+            continue;
+        }
+        if stmt.count == 0 && statements > 0 {
+            c.multi_statement = true;
+        }
+        if stmt.count < PREFIX {
+            stmt.prefix[stmt.count] = tok;
+            if stmt.count == 0 && needs_all_tokens(sql, &tok) {
+                stmt.tokens = Some(Vec::new());
+            }
+        }
+        stmt.count += 1;
+        if let Some(all) = &mut stmt.tokens {
+            all.push(tok);
+        }
+        scan_token(sql, &tok, prev.as_ref(), &mut stmt, &mut c.effects);
+        prev = Some(tok);
+    }
+    if stmt.count > 0 {
+        finish(sql, &mut stmt, statements == 0, &mut c);
+    }
+    c
+}
+
+fn needs_all_tokens(sql: &[u8], first: &Token) -> bool {
+    [&b"set"[..], b"use", b"kill", b"flush"]
+        .iter()
+        .any(|kw| is_kw(sql, first, kw))
+}
+
+/// Effects that can appear anywhere in a statement.
+fn scan_token(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt, e: &mut Effects) {
+    match tok.kind {
+        Tok::UserVar => e.user_variable = true,
+        Tok::SysVar => {
+            let name = &sql[tok.start + 2..tok.end];
+            if name.eq_ignore_ascii_case(b"identity") || name.eq_ignore_ascii_case(b"last_insert_id") {
+                e.last_insert_id_read = true;
+            }
+        }
+        Tok::Punct(b'(') => {
+            stmt.depth += 1;
+            if let Some(p) = prev.filter(|p| p.kind == Tok::Word) {
+                function_call(sql, p, e);
+            }
+        }
+        Tok::Punct(b')') => stmt.depth = stmt.depth.saturating_sub(1),
+        Tok::Word => {
+            if tok.end - tok.start == 19 && is_kw(sql, tok, b"sql_calc_found_rows") {
+                e.found_rows = true;
+            }
+            if stmt.depth == 0 && stmt.count > 1 && stmt.with_kind.is_none() && stmt.word(sql, 0, b"with") {
+                stmt.with_kind = dml_kind(sql, tok);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A word directly followed by `(`: a function call (or, conservatively, something named like one).
+fn function_call(sql: &[u8], name: &Token, e: &mut Effects) {
+    let len = name.end - name.start;
+    if !(8..=27).contains(&len) {
+        return;
+    }
+    let is = |kw: &[u8]| is_kw(sql, name, kw);
+    if is(b"get_lock")
+        || is(b"service_get_write_locks")
+        || is(b"service_get_read_locks")
+        || is(b"version_tokens_lock_shared")
+        || is(b"version_tokens_lock_exclusive")
+    {
+        e.get_lock = e.get_lock.saturating_add(1);
+    } else if is(b"release_lock") {
+        e.release_lock = e.release_lock.saturating_add(1);
+    } else if is(b"release_all_locks") {
+        e.release_all_locks = true;
+    } else if is(b"found_rows") || is(b"row_count") {
+        e.found_rows = true;
+    } else if is(b"last_insert_id") {
+        e.last_insert_id_read = true;
+    } else if is(b"connection_id") {
+        e.connection_id = true;
+    }
+}
+
+fn dml_kind(sql: &[u8], tok: &Token) -> Option<StatementKind> {
+    let is = |kw: &[u8]| is_kw(sql, tok, kw);
+    if is(b"select") {
+        Some(StatementKind::Select)
+    } else if is(b"insert") {
+        Some(StatementKind::Insert)
+    } else if is(b"update") {
+        Some(StatementKind::Update)
+    } else if is(b"delete") {
+        Some(StatementKind::Delete)
+    } else if is(b"replace") {
+        Some(StatementKind::Replace)
+    } else {
+        None
+    }
+}
+
+/// Decides the statement's kind from its first words and adds the effects that depend on it.
+fn finish(sql: &[u8], stmt: &mut Stmt, first: bool, c: &mut Classification) {
+    use StatementKind as K;
+    let w = |i: usize, kw: &[u8]| stmt.word(sql, i, kw);
+    let e = &mut c.effects;
+    let mut buf = [0u8; 12];
+    let head = lower(sql, &stmt.prefix[0], &mut buf);
+    let kind = match head {
+        b"select" | b"table" | b"values" => K::Select,
+        b"" if stmt.prefix[0].kind == Tok::Punct(b'(') => K::Select,
+        b"with" => stmt.with_kind.unwrap_or(K::Other),
+        b"insert" => K::Insert,
+        b"update" => K::Update,
+        b"delete" => K::Delete,
+        b"replace" => K::Replace,
+        b"set" => {
+            let tokens = stmt.tokens.take().unwrap_or_default();
+            return set::finish_set(sql, &tokens, first, c);
+        }
+        b"use" => {
+            let t = stmt.tokens.as_deref().unwrap_or_default();
+            c.use_schema = match t {
+                [_, name] => ident_text(sql, name),
+                _ => None,
+            };
+            K::Use
+        }
+        b"begin" if w(1, b"not") => {
+            e.unknown_state = true;
+            K::Other
+        }
+        b"begin" => K::Begin,
+        b"start" if w(1, b"transaction") => K::Begin,
+        b"commit" | b"rollback" => {
+            e.disconnects = (1..stmt.count.min(PREFIX))
+                .any(|i| w(i, b"release") && !w(i - 1, b"no"));
+            if w(0, b"commit") {
+                K::Commit
+            } else if stmt.has_word(sql, 1, b"to") {
+                K::Savepoint
+            } else {
+                K::Rollback
+            }
+        }
+        b"savepoint" => K::Savepoint,
+        b"release" if w(1, b"savepoint") => K::Savepoint,
+        b"lock" if w(1, b"instance") => {
+            e.lock_instance = true;
+            K::Lock
+        }
+        b"lock" => {
+            e.lock_tables = true;
+            e.implicit_commit = true;
+            K::Lock
+        }
+        b"unlock" if w(1, b"instance") => {
+            e.unlock_instance = true;
+            K::Unlock
+        }
+        b"unlock" => {
+            e.unlock_tables = true;
+            K::Unlock
+        }
+        b"prepare" => {
+            e.sql_prepare = true;
+            K::Prepare
+        }
+        b"execute" => {
+            e.unknown_state |= w(1, b"immediate");
+            K::Execute
+        }
+        b"deallocate" => {
+            e.sql_deallocate = true;
+            K::Deallocate
+        }
+        b"drop" if w(1, b"prepare") => {
+            e.sql_deallocate = true;
+            K::Deallocate
+        }
+        b"create" | b"drop" => {
+            let temporary = stmt.has_word(sql, 1, b"temporary");
+            e.temporary_table |= temporary;
+            e.implicit_commit |= !temporary;
+            if w(0, b"create") {
+                K::Create
+            } else {
+                K::Drop
+            }
+        }
+        b"alter" => {
+            e.implicit_commit = true;
+            K::Alter
+        }
+        b"kill" => {
+            c.kill = kill_target(sql, stmt.tokens.as_deref().unwrap_or_default());
+            K::Kill
+        }
+        b"show" => {
+            e.diagnostics |= w(1, b"warnings") || w(1, b"errors") || w(1, b"count");
+            K::Show
+        }
+        b"call" => K::Call,
+        b"do" => K::Do,
+        b"flush" => {
+            let t = stmt.tokens.as_deref().unwrap_or_default();
+            let pair = |a: &[u8], b: &[u8]| t.windows(2).any(|p| is_kw(sql, &p[0], a) && is_kw(sql, &p[1], b));
+            e.flush_with_read_lock |= pair(b"read", b"lock") || pair(b"for", b"export");
+            e.implicit_commit = true;
+            K::Flush
+        }
+        b"handler" => {
+            e.handler_open |= stmt.has_word(sql, 2, b"open");
+            K::Handler
+        }
+        b"load" if w(1, b"data") || w(1, b"xml") => {
+            e.load_local_infile |= stmt.has_word(sql, 2, b"local");
+            K::LoadData
+        }
+        b"xa" => {
+            e.xa = true;
+            if w(1, b"start") || w(1, b"begin") {
+                K::Begin
+            } else if w(1, b"commit") {
+                K::Commit
+            } else if w(1, b"rollback") {
+                K::Rollback
+            } else {
+                K::Other
+            }
+        }
+        b"explain" | b"describe" | b"desc" => K::Explain,
+        b"get" => {
+            e.diagnostics |= stmt.has_word(sql, 1, b"diagnostics");
+            K::Other
+        }
+        b"backup" => {
+            let end = w(1, b"unlock") || (w(1, b"stage") && w(2, b"end"));
+            e.unlock_instance |= end;
+            e.lock_instance |= !end;
+            K::Other
+        }
+        b"binlog" => {
+            e.unknown_state = true;
+            K::Other
+        }
+        b"rename" | b"truncate" | b"grant" | b"revoke" | b"analyze" | b"optimize" | b"repair"
+        | b"install" | b"uninstall" | b"reset" | b"cache" => {
+            e.implicit_commit = true;
+            K::Other
+        }
+        b"load" => {
+            e.implicit_commit = true;
+            K::Other
+        }
+        _ => K::Other,
+    };
+    if matches!(kind, K::Begin) {
+        // BEGIN commits a transaction that is already open.
+        e.implicit_commit = true;
+    }
+    if first {
+        c.kind = kind;
+    }
+}
+
+/// The token in lower case, if it is a word that fits `buf`; otherwise empty.
+fn lower<'b>(sql: &[u8], tok: &Token, buf: &'b mut [u8; 12]) -> &'b [u8] {
+    let len = tok.end - tok.start;
+    if tok.kind != Tok::Word || len > buf.len() {
+        return &[];
+    }
+    for (d, s) in buf.iter_mut().zip(&sql[tok.start..tok.end]) {
+        *d = s.to_ascii_lowercase();
+    }
+    &buf[..len]
+}
+
+/// `KILL [HARD|SOFT] [CONNECTION|QUERY] <id>`; `KILL QUERY ID <query id>` and `KILL USER` give None.
+fn kill_target(sql: &[u8], t: &[Token]) -> Option<KillTarget> {
+    let mut i = 1;
+    if t.get(i).is_some_and(|x| is_kw(sql, x, b"hard") || is_kw(sql, x, b"soft")) {
+        i += 1;
+    }
+    let query = t.get(i).is_some_and(|x| is_kw(sql, x, b"query"));
+    if query || t.get(i).is_some_and(|x| is_kw(sql, x, b"connection")) {
+        i += 1;
+    }
+    let id_tok = t.get(i).filter(|x| x.kind == Tok::Word)?;
+    if t.len() != i + 1 {
+        return None;
+    }
+    let id: u64 = std::str::from_utf8(&sql[id_tok.start..id_tok.end]).ok()?.parse().ok()?;
+    Some(if query {
+        KillTarget::Query(id)
+    } else {
+        KillTarget::Connection(id)
+    })
+}

@@ -1,0 +1,210 @@
+//! A minimal MySQL tokenizer: just enough to find keywords, variables, calls and statement
+//! boundaries. Comments are skipped, except MySQL/MariaDB executable comments (`/*! ... */`,
+//! `/*M! ... */`), whose content is lexed as SQL because the server runs it. Never allocates.
+
+/// What a token is. Literals and identifiers keep only their byte range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tok {
+    /// Keyword, unquoted identifier or number (`[A-Za-z0-9_$]` and non-ASCII bytes).
+    Word,
+    /// A `` `backquoted` `` identifier.
+    Quoted,
+    /// A '...' or "..." literal.
+    Str,
+    /// `@name`, `@'name'`: a user variable.
+    UserVar,
+    /// `@@name`, `@@session.name`: a system variable.
+    SysVar,
+    /// The `@host` of `user@host` / `'user'@'host'` (an account name, not a variable).
+    HostPart,
+    /// Any other single byte: `( ) , ; = : . *` and so on.
+    Punct(u8),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Token {
+    pub kind: Tok,
+    pub start: usize,
+    pub end: usize,
+}
+
+pub(crate) struct Lexer<'a> {
+    sql: &'a [u8],
+    pos: usize,
+    /// Inside `/*! ... */`: the next `*/` closes it rather than being two punctuation bytes.
+    in_exec_comment: bool,
+    /// End and kind of the previous token, to tell `user@host` from `@var`.
+    prev: Option<Token>,
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+impl<'a> Lexer<'a> {
+    pub fn new(sql: &'a [u8]) -> Self {
+        Lexer {
+            sql,
+            pos: 0,
+            in_exec_comment: false,
+            prev: None,
+        }
+    }
+
+    fn at(&self, i: usize) -> u8 {
+        self.sql.get(i).copied().unwrap_or(0)
+    }
+
+    fn skip_while(&mut self, f: impl Fn(u8) -> bool) {
+        while self.pos < self.sql.len() && f(self.sql[self.pos]) {
+            self.pos += 1;
+        }
+    }
+
+    /// Skips a quoted run starting at `pos` (on the opening quote). Backslash escapes apply to
+    /// strings, a doubled quote escapes in all three kinds. An unterminated one runs to the end.
+    fn skip_quoted(&mut self, quote: u8) {
+        self.pos += 1;
+        while self.pos < self.sql.len() {
+            let b = self.sql[self.pos];
+            if b == b'\\' && quote != b'`' {
+                self.pos += 2;
+            } else if b == quote {
+                if self.at(self.pos + 1) == quote {
+                    self.pos += 2;
+                } else {
+                    self.pos += 1;
+                    return;
+                }
+            } else {
+                self.pos += 1;
+            }
+        }
+        self.pos = self.sql.len();
+    }
+
+    /// Skips a comment if one starts at `pos`; returns whether it did.
+    fn skip_comment(&mut self) -> bool {
+        let (c, n) = (self.at(self.pos), self.at(self.pos + 1));
+        let dash_comment = c == b'-' && n == b'-' && {
+            let after = self.at(self.pos + 2);
+            after == 0 || after.is_ascii_whitespace() || after.is_ascii_control()
+        };
+        if c == b'#' || dash_comment {
+            self.skip_while(|b| b != b'\n');
+            return true;
+        }
+        if c == b'/' && n == b'*' {
+            let exec = if self.at(self.pos + 2) == b'!' {
+                Some(3)
+            } else if self.at(self.pos + 2) == b'M' && self.at(self.pos + 3) == b'!' {
+                Some(4)
+            } else {
+                None
+            };
+            if let Some(skip) = exec {
+                self.pos += skip;
+                self.skip_while(|b| b.is_ascii_digit());
+                self.in_exec_comment = true;
+                return true;
+            }
+            let body = &self.sql[self.pos + 2..];
+            self.pos = match body.windows(2).position(|w| w == b"*/") {
+                Some(i) => self.pos + 2 + i + 2,
+                None => self.sql.len(),
+            };
+            return true;
+        }
+        if self.in_exec_comment && c == b'*' && n == b'/' {
+            self.pos += 2;
+            self.in_exec_comment = false;
+            return true;
+        }
+        false
+    }
+
+    fn variable(&mut self, start: usize) -> Tok {
+        if self.at(self.pos + 1) == b'@' {
+            self.pos += 2;
+            self.skip_while(|b| is_word_byte(b) || b == b'.');
+            return Tok::SysVar;
+        }
+        let adjacent = self.prev.is_some_and(|p| {
+            p.end == start && matches!(p.kind, Tok::Word | Tok::Str | Tok::Quoted)
+        });
+        self.pos += 1;
+        match self.at(self.pos) {
+            q @ (b'\'' | b'"' | b'`') => self.skip_quoted(q),
+            _ => self.skip_while(|b| is_word_byte(b) || b == b'.'),
+        }
+        if adjacent {
+            Tok::HostPart
+        } else {
+            Tok::UserVar
+        }
+    }
+}
+
+impl Iterator for Lexer<'_> {
+    type Item = Token;
+
+    fn next(&mut self) -> Option<Token> {
+        loop {
+            self.skip_while(|b| b.is_ascii_whitespace());
+            if self.pos >= self.sql.len() {
+                return None;
+            }
+            if self.skip_comment() {
+                continue;
+            }
+            let start = self.pos;
+            let b = self.sql[start];
+            let kind = match b {
+                b'\'' | b'"' => {
+                    self.skip_quoted(b);
+                    Tok::Str
+                }
+                b'`' => {
+                    self.skip_quoted(b);
+                    Tok::Quoted
+                }
+                b'@' => self.variable(start),
+                b if is_word_byte(b) => {
+                    self.skip_while(is_word_byte);
+                    Tok::Word
+                }
+                other => {
+                    self.pos += 1;
+                    Tok::Punct(other)
+                }
+            };
+            let tok = Token {
+                kind,
+                start,
+                end: self.pos.min(self.sql.len()),
+            };
+            self.prev = Some(tok);
+            return Some(tok);
+        }
+    }
+}
+
+/// True when `tok` is the word `kw` (given in lower case), compared case-insensitively.
+pub(crate) fn is_kw(sql: &[u8], tok: &Token, kw: &[u8]) -> bool {
+    tok.kind == Tok::Word && tok.end - tok.start == kw.len() && sql[tok.start..tok.end].eq_ignore_ascii_case(kw)
+}
+
+/// The text of an identifier-like token without its quotes (`` `a``b` `` -> "a`b").
+pub(crate) fn ident_text(sql: &[u8], tok: &Token) -> Option<String> {
+    let raw = &sql[tok.start..tok.end];
+    let text = match tok.kind {
+        Tok::Word => String::from_utf8_lossy(raw).into_owned(),
+        Tok::Quoted | Tok::Str if raw.len() >= 2 => {
+            let q = raw[0] as char;
+            let inner = String::from_utf8_lossy(&raw[1..raw.len() - 1]).into_owned();
+            inner.replace(&format!("{q}{q}"), &q.to_string())
+        }
+        _ => return None,
+    };
+    Some(text)
+}

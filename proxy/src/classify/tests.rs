@@ -1,0 +1,331 @@
+//! Table-driven classifier tests: one row per statement form. Each row lists every effect the
+//! statement must have; all other effects must be absent.
+
+use super::*;
+use StatementKind as K;
+
+/// The names of the effects that are set (counts as `name=N`), plus "multi".
+fn effect_names(c: &Classification) -> Vec<String> {
+    let e = &c.effects;
+    let flags = [
+        ("user_variable", e.user_variable),
+        ("temporary_table", e.temporary_table),
+        ("release_all_locks", e.release_all_locks),
+        ("lock_tables", e.lock_tables),
+        ("unlock_tables", e.unlock_tables),
+        ("flush_with_read_lock", e.flush_with_read_lock),
+        ("lock_instance", e.lock_instance),
+        ("unlock_instance", e.unlock_instance),
+        ("sql_prepare", e.sql_prepare),
+        ("sql_deallocate", e.sql_deallocate),
+        ("found_rows", e.found_rows),
+        ("last_insert_id_read", e.last_insert_id_read),
+        ("unknown_set", e.unknown_set),
+        ("set_transaction_next", e.set_transaction_next),
+        ("handler_open", e.handler_open),
+        ("session_track_change", e.session_track_change),
+        ("connection_id", e.connection_id),
+        ("set_role_or_auth", e.set_role_or_auth),
+        ("implicit_commit", e.implicit_commit),
+        ("sql_log_bin", e.sql_log_bin),
+        ("global_set", e.global_set),
+        ("xa", e.xa),
+        ("diagnostics", e.diagnostics),
+        ("unknown_state", e.unknown_state),
+        ("disconnects", e.disconnects),
+        ("load_local_infile", e.load_local_infile),
+        ("multi", c.multi_statement),
+    ];
+    let mut out: Vec<String> = flags.iter().filter(|f| f.1).map(|f| f.0.to_string()).collect();
+    if e.get_lock > 0 {
+        out.push(format!("get_lock={}", e.get_lock));
+    }
+    if e.release_lock > 0 {
+        out.push(format!("release_lock={}", e.release_lock));
+    }
+    out.sort();
+    out
+}
+
+fn check(sql: &str, kind: StatementKind, effects: &[&str]) -> Classification {
+    let c = classify(sql.as_bytes());
+    let mut want: Vec<String> = effects.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!((c.kind, effect_names(&c)), (kind, want), "{sql:?}");
+    c
+}
+
+const BENCH_QUERY: &str =
+    "SELECT id, val FROM reads_test WHERE id BETWEEN 1 AND 20000 AND val >= 5 ORDER BY val DESC LIMIT 50";
+
+#[test]
+fn statement_forms() {
+    #[rustfmt::skip]
+    let rows: &[(&str, StatementKind, &[&str])] = &[
+        ("SELECT 1", K::Select, &[]),
+        (BENCH_QUERY, K::Select, &[]),
+        ("  \n\t select 1", K::Select, &[]),
+        ("select @@version", K::Select, &[]),
+        ("SELECT @@session.sql_mode, @@global.max_connections", K::Select, &[]),
+        ("SELECT 1 INTO @x", K::Select, &["user_variable"]),
+        ("SELECT @x", K::Select, &["user_variable"]),
+        ("SELECT @x := 5", K::Select, &["user_variable"]),
+        ("SELECT '@notavar', \"@x\", `@col` FROM t", K::Select, &[]),
+        ("SELECT 1 -- @x\n", K::Select, &[]),
+        ("SELECT 1 # @x", K::Select, &[]),
+        ("SELECT /* @x */ 1", K::Select, &[]),
+        ("SELECT /*+ BKA(t) @x */ 1", K::Select, &[]),
+        ("SELECT 1--1", K::Select, &[]),
+        ("SELECT 1 --\n, @x", K::Select, &["user_variable"]),
+        ("/*!40101 SET @OLD_SQL_MODE=@@SQL_MODE */", K::Set, &["user_variable"]),
+        ("/*M!100100 SELECT @y */", K::Select, &["user_variable"]),
+        ("/*!50100 SELECT 1 */ /* @x */", K::Select, &[]),
+        ("SELECT 'it''s @x'", K::Select, &[]),
+        ("SELECT 'a\\' @x'", K::Select, &[]),
+        ("SELECT \"a\"\"@x\"", K::Select, &[]),
+        ("SELECT `a``@x` FROM t", K::Select, &[]),
+        ("SELECT '@x", K::Select, &[]),
+        ("SELECT 1 /* unterminated @x", K::Select, &[]),
+        ("", K::Other, &[]),
+        ("/* only a comment */", K::Other, &[]),
+        ("select get_lock('a',1)", K::Select, &["get_lock=1"]),
+        ("SELECT GET_LOCK('a', 1), GET_LOCK('b', 1)", K::Select, &["get_lock=2"]),
+        ("SELECT get_lock ('a', 1)", K::Select, &["get_lock=1"]),
+        ("SELECT 'get_lock(' FROM t", K::Select, &[]),
+        ("SELECT RELEASE_LOCK('a')", K::Select, &["release_lock=1"]),
+        ("DO RELEASE_ALL_LOCKS()", K::Do, &["release_all_locks"]),
+        ("DO GET_LOCK('a', 0)", K::Do, &["get_lock=1"]),
+        ("INSERT INTO t SELECT GET_LOCK('x', 1)", K::Insert, &["get_lock=1"]),
+        ("SeLeCt sql_calc_found_rows * FROM t LIMIT 1", K::Select, &["found_rows"]),
+        ("SELECT FOUND_ROWS()", K::Select, &["found_rows"]),
+        ("SELECT ROW_COUNT()", K::Select, &["found_rows"]),
+        ("SELECT LAST_INSERT_ID()", K::Select, &["last_insert_id_read"]),
+        ("SELECT @@identity", K::Select, &["last_insert_id_read"]),
+        ("SELECT CONNECTION_ID()", K::Select, &["connection_id"]),
+        ("SELECT * FROM t FOR UPDATE", K::Select, &[]),
+        ("CREATE TEMPORARY TABLE t (id INT)", K::Create, &["temporary_table"]),
+        ("create temporary table if not exists t select 1", K::Create, &["temporary_table"]),
+        ("CREATE OR REPLACE TEMPORARY TABLE t (a int)", K::Create, &["temporary_table"]),
+        ("DROP TEMPORARY TABLE IF EXISTS t", K::Drop, &["temporary_table"]),
+        ("CREATE TABLE t (id INT)", K::Create, &["implicit_commit"]),
+        ("DROP TABLE t", K::Drop, &["implicit_commit"]),
+        ("ALTER TABLE t ADD c INT", K::Alter, &["implicit_commit"]),
+        ("TRUNCATE TABLE t", K::Other, &["implicit_commit"]),
+        ("RENAME TABLE a TO b", K::Other, &["implicit_commit"]),
+        ("GRANT SELECT ON db.* TO 'u'@'localhost'", K::Other, &["implicit_commit"]),
+        ("CREATE USER bob@localhost IDENTIFIED BY 'x'", K::Create, &["implicit_commit"]),
+        ("LOCK TABLES t WRITE", K::Lock, &["lock_tables", "implicit_commit"]),
+        ("lock table t read, u write", K::Lock, &["lock_tables", "implicit_commit"]),
+        ("UNLOCK TABLES", K::Unlock, &["unlock_tables"]),
+        ("FLUSH TABLES WITH READ LOCK", K::Flush, &["flush_with_read_lock", "implicit_commit"]),
+        ("FLUSH TABLES a, b, c, d, e WITH READ LOCK", K::Flush, &["flush_with_read_lock", "implicit_commit"]),
+        ("FLUSH TABLES t FOR EXPORT", K::Flush, &["flush_with_read_lock", "implicit_commit"]),
+        ("FLUSH PRIVILEGES", K::Flush, &["implicit_commit"]),
+        ("LOCK INSTANCE FOR BACKUP", K::Lock, &["lock_instance"]),
+        ("UNLOCK INSTANCE", K::Unlock, &["unlock_instance"]),
+        ("BACKUP STAGE START", K::Other, &["lock_instance"]),
+        ("BACKUP STAGE END", K::Other, &["unlock_instance"]),
+        ("PREPARE s FROM 'SELECT 1'", K::Prepare, &["sql_prepare"]),
+        ("EXECUTE s", K::Execute, &[]),
+        ("EXECUTE s USING @a", K::Execute, &["user_variable"]),
+        ("DEALLOCATE PREPARE s", K::Deallocate, &["sql_deallocate"]),
+        ("DROP PREPARE s", K::Deallocate, &["sql_deallocate"]),
+        ("EXECUTE IMMEDIATE 'SELECT 1'", K::Execute, &["unknown_state"]),
+        ("BINLOG 'AAAA'", K::Other, &["unknown_state"]),
+        ("BEGIN", K::Begin, &["implicit_commit"]),
+        ("begin work", K::Begin, &["implicit_commit"]),
+        ("START TRANSACTION READ ONLY", K::Begin, &["implicit_commit"]),
+        ("START TRANSACTION WITH CONSISTENT SNAPSHOT", K::Begin, &["implicit_commit"]),
+        ("BEGIN NOT ATOMIC END", K::Other, &["unknown_state"]),
+        ("COMMIT", K::Commit, &[]),
+        ("COMMIT WORK AND NO CHAIN NO RELEASE", K::Commit, &[]),
+        ("COMMIT RELEASE", K::Commit, &["disconnects"]),
+        ("ROLLBACK", K::Rollback, &[]),
+        ("ROLLBACK TO SAVEPOINT sp1", K::Savepoint, &[]),
+        ("rollback work to sp1", K::Savepoint, &[]),
+        ("SAVEPOINT sp1", K::Savepoint, &[]),
+        ("RELEASE SAVEPOINT sp1", K::Savepoint, &[]),
+        ("XA START 'x'", K::Begin, &["xa", "implicit_commit"]),
+        ("XA END 'x'", K::Other, &["xa"]),
+        ("XA COMMIT 'x'", K::Commit, &["xa"]),
+        ("XA ROLLBACK 'x'", K::Rollback, &["xa"]),
+        ("SHOW WARNINGS", K::Show, &["diagnostics"]),
+        ("SHOW COUNT(*) ERRORS", K::Show, &["diagnostics"]),
+        ("SHOW TABLES", K::Show, &[]),
+        ("GET DIAGNOSTICS @n = NUMBER", K::Other, &["diagnostics", "user_variable"]),
+        ("CALL p(1)", K::Call, &[]),
+        ("HANDLER t OPEN", K::Handler, &["handler_open"]),
+        ("HANDLER db.t OPEN AS h", K::Handler, &["handler_open"]),
+        ("HANDLER t READ FIRST", K::Handler, &[]),
+        ("LOAD DATA LOCAL INFILE 'f' INTO TABLE t", K::LoadData, &["load_local_infile"]),
+        ("LOAD DATA INFILE '/f' INTO TABLE t", K::LoadData, &[]),
+        ("INSERT INTO t VALUES (1)", K::Insert, &[]),
+        ("UPDATE t SET a = 1", K::Update, &[]),
+        ("DELETE FROM t", K::Delete, &[]),
+        ("REPLACE INTO t VALUES (1)", K::Replace, &[]),
+        ("WITH x AS (SELECT 1) SELECT * FROM x", K::Select, &[]),
+        ("WITH x AS (SELECT 1) UPDATE t, x SET t.a = 1", K::Update, &[]),
+        ("(SELECT 1) UNION (SELECT 2)", K::Select, &[]),
+        ("TABLE t", K::Select, &[]),
+        ("EXPLAIN SELECT 1", K::Explain, &[]),
+        ("DESC t", K::Explain, &[]),
+        ("SELECT 1; SELECT 2", K::Select, &["multi"]),
+        ("SELECT 1;", K::Select, &[]),
+        ("SELECT 1; -- trailing comment", K::Select, &[]),
+        ("SELECT 'a;b'", K::Select, &[]),
+        ("SELECT 1; CREATE TEMPORARY TABLE t (a int)", K::Select, &["multi", "temporary_table"]),
+        ("SELECT 1; LOCK TABLES t READ", K::Select, &["multi", "lock_tables", "implicit_commit"]),
+        ("KILL QUERY CONNECTION_ID()", K::Kill, &["connection_id"]),
+    ];
+    for (sql, kind, effects) in rows {
+        check(sql, *kind, effects);
+    }
+}
+
+fn sv(name: &str, value: &str) -> SetItem {
+    SetItem::SessionVar { name: name.into(), value: value.into() }
+}
+fn gv(name: &str, value: &str) -> SetItem {
+    SetItem::GlobalVar { name: name.into(), value: value.into() }
+}
+fn uv(name: &str, value: &str) -> SetItem {
+    SetItem::UserVar { name: name.into(), value: value.into() }
+}
+fn names(charset: &str, collation: Option<&str>) -> SetItem {
+    SetItem::Names { charset: charset.into(), collation: collation.map(Into::into) }
+}
+fn tx(isolation: Option<&str>, read_only: Option<bool>) -> SetItem {
+    SetItem::Transaction { isolation: isolation.map(Into::into), read_only }
+}
+
+#[test]
+fn set_forms() {
+    let iso = |v: &str| sv("transaction_isolation", &format!("'{v}'"));
+    #[rustfmt::skip]
+    let rows: Vec<(&str, Option<Vec<SetItem>>, &[&str])> = vec![
+        ("SET a=1, b='x'", Some(vec![sv("a", "1"), sv("b", "'x'")]), &[]),
+        ("SET SESSION sql_mode = 'STRICT_ALL_TABLES'", Some(vec![sv("sql_mode", "'STRICT_ALL_TABLES'")]), &[]),
+        ("SET @@session.time_zone = '+00:00'", Some(vec![sv("time_zone", "'+00:00'")]), &[]),
+        ("SET @@time_zone='+01:00'", Some(vec![sv("time_zone", "'+01:00'")]), &[]),
+        ("SET @@local.wait_timeout = 60", Some(vec![sv("wait_timeout", "60")]), &[]),
+        ("SET LOCAL sql_select_limit = 10", Some(vec![sv("sql_select_limit", "10")]), &[]),
+        ("SET TIME_ZONE = 'Europe/Berlin'", Some(vec![sv("time_zone", "'Europe/Berlin'")]), &[]),
+        ("SET `wait_timeout` = 28800", Some(vec![sv("wait_timeout", "28800")]), &[]),
+        ("SET max_execution_time=1000 /* c */", Some(vec![sv("max_execution_time", "1000")]), &[]),
+        ("SET a = 'x,y', b = f(1, 2)", Some(vec![sv("a", "'x,y'"), sv("b", "f(1, 2)")]), &[]),
+        ("SET sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')",
+            Some(vec![sv("sql_mode", "CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')")]), &[]),
+        ("SET validate_password.length = 8", Some(vec![sv("validate_password.length", "8")]), &[]),
+        ("set names utf8mb4", Some(vec![names("utf8mb4", None)]), &[]),
+        ("SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci'", Some(vec![names("utf8mb4", Some("utf8mb4_unicode_ci"))]), &[]),
+        ("SET NAMES DEFAULT", Some(vec![names("default", None)]), &[]),
+        ("SET NAMES utf8mb4, time_zone = 'UTC'", Some(vec![names("utf8mb4", None), sv("time_zone", "'UTC'")]), &[]),
+        ("/*!40101 SET NAMES utf8 */", Some(vec![names("utf8", None)]), &[]),
+        ("/*!40101 SET character_set_client = utf8 */", Some(vec![sv("character_set_client", "utf8")]), &[]),
+        ("SET CHARACTER SET latin1", Some(vec![SetItem::CharacterSet("latin1".into())]), &[]),
+        ("SET CHARSET utf8", Some(vec![SetItem::CharacterSet("utf8".into())]), &[]),
+        ("SET autocommit=0", Some(vec![sv("autocommit", "0")]), &[]),
+        ("SET autocommit = ON", Some(vec![sv("autocommit", "ON")]), &["implicit_commit"]),
+        ("SET sql_mode=(SELECT 'x')", Some(vec![]), &["unknown_set"]),
+        ("SET time_zone = @tz", Some(vec![]), &["unknown_set", "user_variable"]),
+        ("SET GLOBAL max_connections = 500", Some(vec![gv("max_connections", "500")]), &["global_set"]),
+        ("SET @@global.max_connections = 500", Some(vec![gv("max_connections", "500")]), &["global_set"]),
+        ("SET PERSIST max_connections = 500", Some(vec![gv("max_connections", "500")]), &["global_set"]),
+        ("SET GLOBAL a=1, b=2", Some(vec![gv("a", "1"), gv("b", "2")]), &["global_set"]),
+        ("SET GLOBAL a=1, SESSION b=2", Some(vec![gv("a", "1"), sv("b", "2")]), &["global_set"]),
+        ("SET @@global.a=1, b=2", Some(vec![gv("a", "1"), sv("b", "2")]), &["global_set"]),
+        ("SET @u = 1", Some(vec![uv("u", "1")]), &["user_variable"]),
+        ("SET @u := 1, @`v w` = 'x'", Some(vec![uv("u", "1"), uv("v w", "'x'")]), &["user_variable"]),
+        ("SET @x = (SELECT 1)", Some(vec![uv("x", "(SELECT 1)")]), &["user_variable"]),
+        ("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", Some(vec![iso("READ-COMMITTED")]), &[]),
+        ("SET SESSION TRANSACTION READ ONLY, ISOLATION LEVEL SERIALIZABLE",
+            Some(vec![iso("SERIALIZABLE"), sv("transaction_read_only", "ON")]), &[]),
+        ("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", Some(vec![tx(Some("REPEATABLE-READ"), None)]), &["set_transaction_next"]),
+        ("SET TRANSACTION READ WRITE", Some(vec![tx(None, Some(false))]), &["set_transaction_next"]),
+        ("SET GLOBAL TRANSACTION ISOLATION LEVEL READ UNCOMMITTED",
+            Some(vec![gv("transaction_isolation", "'READ-UNCOMMITTED'")]), &["global_set"]),
+        ("SET TRANSACTION ISOLATION LEVEL BOGUS", None, &["unknown_set"]),
+        ("SET session_track_schema = OFF", Some(vec![sv("session_track_schema", "OFF")]), &["session_track_change"]),
+        ("SET sql_log_bin = 0", Some(vec![sv("sql_log_bin", "0")]), &["sql_log_bin"]),
+        ("SET PASSWORD = 'x'", None, &["set_role_or_auth"]),
+        ("SET ROLE r1", None, &["set_role_or_auth"]),
+        ("SET DEFAULT ROLE ALL TO u", None, &["set_role_or_auth"]),
+        ("SET", None, &["unknown_set"]),
+        ("SET x", None, &["unknown_set"]),
+        ("SET a = ", None, &["unknown_set"]),
+        ("SET NAMES utf8mb4 COLLATE", None, &["unknown_set"]),
+        ("SET NAMES utf8mb4; SET @x = 1", Some(vec![names("utf8mb4", None), uv("x", "1")]), &["user_variable", "multi"]),
+    ];
+    for (sql, set, effects) in rows {
+        let c = check(sql, K::Set, effects);
+        assert_eq!(c.set, set, "{sql:?}");
+    }
+}
+
+#[test]
+fn set_statement_for_takes_the_inner_statement() {
+    let c = check("SET STATEMENT max_statement_time=1 FOR SELECT GET_LOCK('a', 1)", K::Select, &["get_lock=1"]);
+    assert_eq!(c.set, None);
+    check("SET STATEMENT a=1 FOR CREATE TEMPORARY TABLE t (x int)", K::Create, &["temporary_table"]);
+}
+
+#[test]
+fn kill_targets() {
+    let rows = [
+        ("KILL 42", Some(KillTarget::Connection(42))),
+        ("KILL CONNECTION 42", Some(KillTarget::Connection(42))),
+        ("kill query 7", Some(KillTarget::Query(7))),
+        ("KILL HARD QUERY 7", Some(KillTarget::Query(7))),
+        ("KILL QUERY ID 7", None),
+        ("KILL USER bob", None),
+        ("KILL 42 43", None),
+        ("KILL 99999999999999999999999", None),
+    ];
+    for (sql, target) in rows {
+        let c = classify(sql.as_bytes());
+        assert_eq!((c.kind, c.kill), (K::Kill, target), "{sql:?}");
+    }
+}
+
+#[test]
+fn use_schema() {
+    let rows = [
+        ("USE db1", Some("db1")),
+        ("use `my``db`", Some("my`db")),
+        ("USE", None),
+        ("USE a b", None),
+    ];
+    for (sql, schema) in rows {
+        let c = classify(sql.as_bytes());
+        assert_eq!((c.kind, c.use_schema.as_deref()), (K::Use, schema), "{sql:?}");
+    }
+    let c = check("USE db1; SELECT 1", K::Use, &["multi"]);
+    assert_eq!(c.use_schema.as_deref(), Some("db1"));
+}
+
+#[test]
+fn never_panics_on_arbitrary_bytes() {
+    let samples: [&[u8]; 8] = [b"\xff\xfe@", b"@", b"@@", b"'", b"/*!", b"/*M!123", b"`", b"SET @'"];
+    for s in samples {
+        let _ = classify(s);
+    }
+    // Every prefix of a tricky statement.
+    let sql = b"/*!40101 SET @a:=(SELECT 'x\\'y'), NAMES `u``8` COLLATE \"c\" */; KILL QUERY 1 -- x";
+    for i in 0..=sql.len() {
+        let _ = classify(&sql[..i]);
+    }
+}
+
+/// Prints the cost of classifying the benchmark query (the target is < 300 ns); asserts nothing
+/// about time because timing belongs in benchmarks.
+#[test]
+fn timing_of_the_benchmark_query() {
+    let n = 200_000u32;
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(classify(std::hint::black_box(BENCH_QUERY.as_bytes())));
+    }
+    let per = start.elapsed() / n;
+    println!("classify(benchmark query): {per:?} per call");
+    assert_eq!(classify(BENCH_QUERY.as_bytes()).kind, K::Select);
+}

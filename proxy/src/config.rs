@@ -1,0 +1,418 @@
+//! Configuration: one validated `Config`, built once and passed down (never a global).
+//!
+//! Sources, lowest to highest: built-in defaults < TOML file (`--config`) < environment
+//! (`SLUICE_*`) < command-line flags. Every setting is declared once, in `settings.rs`, which
+//! also yields `docs/config.md` and `sluice.example.toml`. All values travel as text until the
+//! merge, so a bad value anywhere is reported together with every validation problem at once.
+
+mod cli;
+mod docs;
+mod file;
+mod settings;
+mod validate;
+mod values;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use cli::{Cli, ACTION_FLAGS};
+pub use docs::{config_docs_markdown, example_toml};
+pub use file::{FileConfig, FileUser, Scalar};
+pub use settings::{setting, SettingArgs, SettingDoc, SETTINGS};
+pub use values::{
+    format_duration, parse_bytes, parse_duration, AuthPluginName, LogFormat, PoolSize, Secret,
+};
+
+use settings::{apply, is_scalar, render};
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot parse config file {}: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid configuration:\n  - {}", .0.join("\n  - "))]
+    Invalid(Vec<String>),
+}
+
+/// A client (or admin) account sluice accepts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserConfig {
+    pub name: String,
+    pub password: Secret,
+    /// Plugin to ask this user's clients for; `None` means `Config::default_auth_plugin`.
+    pub auth_plugin: Option<AuthPluginName>,
+    pub backend_user: Option<String>,
+    pub backend_password: Option<Secret>,
+}
+
+impl UserConfig {
+    pub fn new(name: &str, password: &str) -> Self {
+        UserConfig {
+            name: name.to_string(),
+            password: Secret::new(password.to_string()),
+            auth_plugin: None,
+            backend_user: None,
+            backend_password: None,
+        }
+    }
+
+    /// The (user, password) sluice logs in to the backend with for this client: the user's own
+    /// backend_* settings, else the global backend_user/backend_password, else the client's own
+    /// name and password (pass-through).
+    pub fn backend_credentials<'a>(&'a self, cfg: &'a Config) -> (&'a str, &'a str) {
+        let user = self
+            .backend_user
+            .as_deref()
+            .or(cfg.backend_user.as_deref())
+            .unwrap_or(&self.name);
+        let password = self
+            .backend_password
+            .as_ref()
+            .or(cfg.backend_password.as_ref())
+            .unwrap_or(&self.password);
+        (user, password.expose())
+    }
+
+    /// The plugin to offer this user's clients.
+    pub fn auth_plugin(&self, cfg: &Config) -> AuthPluginName {
+        self.auth_plugin.unwrap_or(cfg.default_auth_plugin)
+    }
+}
+
+/// The validated configuration. See `SETTINGS` (or docs/config.md) for each field's meaning.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub backend: String,
+    pub users: Vec<UserConfig>,
+    pub backend_user: Option<String>,
+    pub backend_password: Option<Secret>,
+    pub default_auth_plugin: AuthPluginName,
+    pub pool_size: PoolSize,
+    pub min_pool_size: u32,
+    pub max_pool_size: u32,
+    pub max_backend_connections: u32,
+    pub max_client_connections: u32,
+    pub queue_timeout: Duration,
+    pub max_queue_wait: Option<Duration>,
+    pub connect_timeout: Duration,
+    pub client_login_timeout: Duration,
+    pub client_write_timeout: Duration,
+    pub shutdown_timeout: Duration,
+    pub max_allowed_packet: u32,
+    pub max_prepared_statements_per_backend: u32,
+    pub server_version: Option<String>,
+    pub server_idle_timeout: Duration,
+    pub server_lifetime: Duration,
+    pub health_check_interval: Duration,
+    pub min_idle: u32,
+    pub admin_listen: Option<SocketAddr>,
+    pub admin_users: Vec<UserConfig>,
+    pub metrics_listen: Option<SocketAddr>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub require_secure_transport: bool,
+    pub log_format: LogFormat,
+    /// The file this came from, re-read by `reload` (RELOAD, SIGHUP).
+    pub config_path: Option<PathBuf>,
+    /// The file holds a plaintext password (see `warnings`).
+    pub file_has_plaintext_password: bool,
+    /// Environment and flag values from start-up; `reload` applies them again over the new file.
+    pub overrides: Arc<Overrides>,
+}
+
+/// One setting that differs between two configs (for reload reporting).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettingChange {
+    pub name: &'static str,
+    /// Old and new value as TOML text, secrets masked; "(unset)" when absent.
+    pub old: String,
+    pub new: String,
+    /// Whether the running proxy can apply it; otherwise it needs a restart.
+    pub live: bool,
+}
+
+/// Values from the environment and the command line, as text, with a label of their source.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    values: Vec<(&'static str, String, String)>,
+    users: Option<(Vec<String>, String)>,
+    admin_users: Option<(Vec<String>, String)>,
+}
+
+impl Overrides {
+    /// Environment first, then flags, so a flag wins.
+    fn new(cli: &Cli, env: &HashMap<String, String>) -> Overrides {
+        let mut o = Overrides::default();
+        let env_list = |var: &str| -> Option<(Vec<String>, String)> {
+            let v = env.get(var).filter(|v| !v.is_empty())?;
+            Some((v.split(',').map(str::to_string).collect(), format!("env {var}")))
+        };
+        for doc in SETTINGS.iter().filter(|d| is_scalar(d)) {
+            if let Some(v) = env.get(doc.env).filter(|v| !v.is_empty()) {
+                o.values.push((doc.name, v.clone(), format!("env {}", doc.env)));
+            }
+        }
+        o.users = env_list("SLUICE_USERS");
+        o.admin_users = env_list("SLUICE_ADMIN_USERS");
+        for (name, v) in cli.settings.values() {
+            let doc = setting(name);
+            let src = doc.map_or(String::new(), |d| format!("{} or env {}", d.flag, d.env));
+            o.values.push((name, v.to_string(), src));
+        }
+        if !cli.users.is_empty() {
+            o.users = Some((cli.users.clone(), "--user or env SLUICE_USERS".into()));
+        }
+        if !cli.admin_users.is_empty() {
+            let src = "--admin-user or env SLUICE_ADMIN_USERS".into();
+            o.admin_users = Some((cli.admin_users.clone(), src));
+        }
+        o
+    }
+}
+
+impl Config {
+    /// Built-in defaults with no users (not valid on its own).
+    pub fn defaults() -> Config {
+        let mut cfg = Config::blank();
+        for doc in SETTINGS.iter().filter(|d| is_scalar(d) && !d.default.is_empty()) {
+            // The defaults are constants of this crate; a unit test checks each one parses.
+            let parsed = apply(&mut cfg, doc.name, doc.default);
+            debug_assert!(parsed.is_ok(), "default of {} does not parse", doc.name);
+        }
+        cfg
+    }
+
+    /// For tests and loadgen: listen on 127.0.0.1:0, one user whose credentials are also used
+    /// on the backend (pass-through).
+    pub fn for_backend(backend: impl Into<String>, user: &str, password: &str) -> Config {
+        let mut cfg = Config::defaults();
+        cfg.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        cfg.backend = backend.into();
+        cfg.users = vec![UserConfig::new(user, password)];
+        cfg
+    }
+
+    /// Merges defaults < file < environment < flags, then validates.
+    pub fn load(cli: &Cli) -> Result<Config, ConfigError> {
+        Config::load_with_env(cli, &std::env::vars().collect())
+    }
+
+    /// `load` with an explicit environment, so tests need not touch the process environment.
+    pub fn load_with_env(cli: &Cli, env: &HashMap<String, String>) -> Result<Config, ConfigError> {
+        let path = cli.config.clone().or_else(|| {
+            let p = env.get("SLUICE_CONFIG").filter(|p| !p.is_empty());
+            p.map(PathBuf::from)
+        });
+        build(path, Arc::new(Overrides::new(cli, env)))
+    }
+
+    /// The settings in a TOML text over the defaults, validated (no file, env or flags).
+    pub fn from_toml_str(s: &str) -> Result<Config, ConfigError> {
+        let file = file::parse(s, Path::new("<string>"))?;
+        merge(Some((&file, Path::new("<string>"))), None, Arc::default())
+    }
+
+    /// Re-reads `config_path` and applies the start-up environment and flags over it again
+    /// (RELOAD, SIGHUP). The running config should be kept when this fails.
+    pub fn reload(&self) -> Result<Config, ConfigError> {
+        build(self.config_path.clone(), self.overrides.clone())
+    }
+
+    pub fn find_user(&self, name: &[u8]) -> Option<&UserConfig> {
+        self.users.iter().find(|u| u.name.as_bytes() == name)
+    }
+
+    pub fn find_admin(&self, name: &[u8]) -> Option<&UserConfig> {
+        self.admin_users.iter().find(|u| u.name.as_bytes() == name)
+    }
+
+    /// The effective configuration as TOML with every secret masked.
+    pub fn masked_toml(&self) -> String {
+        docs::to_toml(self, true)
+    }
+
+    /// Which settings differ from `other`, and whether each can change while running.
+    pub fn diff(&self, other: &Config) -> Vec<SettingChange> {
+        let show = |v: Option<toml::Value>| v.map_or("(unset)".to_string(), |v| v.to_string());
+        let mut out = Vec::new();
+        for doc in SETTINGS.iter() {
+            let changed = match doc.name {
+                "users" => self.users != other.users,
+                "admin_users" => self.admin_users != other.admin_users,
+                "config" => self.config_path != other.config_path,
+                key => render(self, key, false) != render(other, key, false),
+            };
+            if !changed {
+                continue;
+            }
+            let (old, new) = match doc.name {
+                "users" => (users_summary(&self.users), users_summary(&other.users)),
+                "admin_users" => (
+                    users_summary(&self.admin_users),
+                    users_summary(&other.admin_users),
+                ),
+                "config" => (path_text(&self.config_path), path_text(&other.config_path)),
+                key => (show(render(self, key, true)), show(render(other, key, true))),
+            };
+            out.push(SettingChange { name: doc.name, old, new, live: doc.live });
+        }
+        out
+    }
+
+    fn blank() -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            backend: String::new(),
+            users: Vec::new(),
+            backend_user: None,
+            backend_password: None,
+            default_auth_plugin: AuthPluginName::Native,
+            pool_size: PoolSize::Fixed(1),
+            min_pool_size: 0,
+            max_pool_size: 0,
+            max_backend_connections: 0,
+            max_client_connections: 0,
+            queue_timeout: Duration::ZERO,
+            max_queue_wait: None,
+            connect_timeout: Duration::ZERO,
+            client_login_timeout: Duration::ZERO,
+            client_write_timeout: Duration::ZERO,
+            shutdown_timeout: Duration::ZERO,
+            max_allowed_packet: 0,
+            max_prepared_statements_per_backend: 0,
+            server_version: None,
+            server_idle_timeout: Duration::ZERO,
+            server_lifetime: Duration::ZERO,
+            health_check_interval: Duration::ZERO,
+            min_idle: 0,
+            admin_listen: None,
+            admin_users: Vec::new(),
+            metrics_listen: None,
+            tls_cert: None,
+            tls_key: None,
+            require_secure_transport: false,
+            log_format: LogFormat::Text,
+            config_path: None,
+            file_has_plaintext_password: false,
+            overrides: Arc::default(),
+        }
+    }
+}
+
+fn users_summary(users: &[UserConfig]) -> String {
+    let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
+    format!("[{}] (passwords masked)", names.join(", "))
+}
+
+fn path_text(p: &Option<PathBuf>) -> String {
+    p.as_ref().map_or("(unset)".into(), |p| p.display().to_string())
+}
+
+/// Reads the file (if any) and merges.
+fn build(path: Option<PathBuf>, overrides: Arc<Overrides>) -> Result<Config, ConfigError> {
+    match path {
+        Some(path) => {
+            let (file, plaintext) = file::read(&path)?;
+            let mut cfg = merge(Some((&file, &path)), Some(path.clone()), overrides)?;
+            cfg.file_has_plaintext_password = plaintext;
+            Ok(cfg)
+        }
+        None => merge(None, None, overrides),
+    }
+}
+
+/// Applies defaults < file < overrides, collecting every bad value, then validates.
+fn merge(
+    file: Option<(&FileConfig, &Path)>,
+    config_path: Option<PathBuf>,
+    overrides: Arc<Overrides>,
+) -> Result<Config, ConfigError> {
+    let mut cfg = Config::defaults();
+    let mut errors = Vec::new();
+    let mut raw: HashMap<&str, (String, String)> = HashMap::new();
+    if let Some((f, path)) = file {
+        for (k, v) in f.values() {
+            raw.insert(k, (v.to_string(), format!("{} in {}", k, path.display())));
+        }
+    }
+    for (k, v, src) in &overrides.values {
+        raw.insert(k, (v.clone(), src.clone()));
+    }
+    for doc in SETTINGS.iter() {
+        if let Some((value, source)) = raw.get(doc.name) {
+            if let Err(e) = apply(&mut cfg, doc.name, value) {
+                errors.push(format!("{}: {e} (from {source})", doc.name));
+            }
+        }
+    }
+    let file_users = |f: Option<&Vec<FileUser>>, what: &str, errors: &mut Vec<String>| {
+        f.map(|list| list.iter().map(|u| user_from_file(u, what, errors)).collect())
+    };
+    let users = match &overrides.users {
+        Some((specs, src)) => Some(users_from_specs(specs, src, &mut errors)),
+        None => file_users(file.and_then(|f| f.0.users.as_ref()), "users", &mut errors),
+    };
+    cfg.users = users.unwrap_or_default();
+    let admins = match &overrides.admin_users {
+        Some((specs, src)) => Some(users_from_specs(specs, src, &mut errors)),
+        None => file_users(file.and_then(|f| f.0.admin_users.as_ref()), "admin_users", &mut errors),
+    };
+    cfg.admin_users = admins.unwrap_or_default();
+    cfg.config_path = config_path;
+    cfg.overrides = overrides;
+    if let Err(ConfigError::Invalid(more)) = cfg.validate() {
+        errors.extend(more);
+    }
+    if errors.is_empty() {
+        Ok(cfg)
+    } else {
+        Err(ConfigError::Invalid(errors))
+    }
+}
+
+fn users_from_specs(specs: &[String], source: &str, errors: &mut Vec<String>) -> Vec<UserConfig> {
+    let mut out = Vec::new();
+    for spec in specs.iter().filter(|s| !s.trim().is_empty()) {
+        match values::parse_user_spec(spec) {
+            Ok((name, password)) => out.push(UserConfig {
+                name,
+                password,
+                auth_plugin: None,
+                backend_user: None,
+                backend_password: None,
+            }),
+            Err(e) => errors.push(format!("{e} (from {source})")),
+        }
+    }
+    out
+}
+
+fn user_from_file(u: &FileUser, what: &str, errors: &mut Vec<String>) -> UserConfig {
+    let auth_plugin = u.auth_plugin.as_deref().and_then(|p| match p.parse() {
+        Ok(p) => Some(p),
+        Err(e) => {
+            errors.push(format!("{what} {:?}: auth_plugin: {e}", u.name));
+            None
+        }
+    });
+    let secret = |p: &Option<String>| p.clone().filter(|p| !p.is_empty()).map(Secret::new);
+    UserConfig {
+        name: u.name.clone(),
+        password: Secret::new(u.password.clone().unwrap_or_default()),
+        auth_plugin,
+        backend_user: u.backend_user.clone().filter(|b| !b.is_empty()),
+        backend_password: secret(&u.backend_password),
+    }
+}

@@ -1,0 +1,292 @@
+//! The one table of settings.
+//!
+//! `settings!` below is the single place a scalar setting is declared: it produces the
+//! documentation row (`SETTINGS`), the command-line flag with its env var (`SettingArgs`, flattened
+//! into `Cli`) and the TOML key (`FileConfig`). Defaults are applied by parsing the documented
+//! default text, so the docs cannot disagree with the code. `apply` and `render` are the only two
+//! per-setting matches; unit tests check that they cover every row.
+
+use std::path::PathBuf;
+
+use super::file::{FileUser, Scalar};
+use super::values::{
+    check_host_port, format_bytes, format_duration, is_off, parse_bool, parse_bytes,
+    parse_duration, parse_u32, Secret,
+};
+use super::Config;
+
+/// Documentation of one setting (one row of `docs/config.md`).
+#[derive(Debug, Clone, Copy)]
+pub struct SettingDoc {
+    /// TOML key (and the name used by the admin console).
+    pub name: &'static str,
+    pub env: &'static str,
+    pub flag: &'static str,
+    /// Default as text; empty means "unset".
+    pub default: &'static str,
+    pub unit: &'static str,
+    /// Whether a RELOAD applies it to the running proxy (otherwise a restart is needed).
+    pub live: bool,
+    pub description: &'static str,
+}
+
+/// Settings that are not scalars: they are handled by hand in `Cli`, `FileConfig` and the merge.
+pub(crate) const LIST_SETTINGS: [SettingDoc; 3] = [
+    SettingDoc {
+        name: "config",
+        env: "SLUICE_CONFIG",
+        flag: "--config",
+        default: "",
+        unit: "path",
+        live: false,
+        description: "TOML file with settings (command line and environment only). RELOAD and SIGHUP re-read it; flags and environment still win over it.",
+    },
+    SettingDoc {
+        name: "users",
+        env: "SLUICE_USERS",
+        flag: "--user",
+        default: "",
+        unit: "list",
+        live: true,
+        description: "Clients sluice accepts; at least one is required. TOML: `[[users]]` tables with `name`, `password` and optional `auth_plugin`, `backend_user`, `backend_password`. Flag: `--user NAME:PASSWORD`, repeatable. Env: comma-separated `NAME:PASSWORD` pairs. A higher source replaces the whole list. A password `*<40 hex>` is a mysql_native_password hash: that user can only use mysql_native_password and needs backend credentials.",
+    },
+    SettingDoc {
+        name: "admin_users",
+        env: "SLUICE_ADMIN_USERS",
+        flag: "--admin-user",
+        default: "",
+        unit: "list",
+        live: true,
+        description: "Users of the admin console, same forms as `users` (`[[admin_users]]`, `--admin-user NAME:PASSWORD`). Required when admin_listen is set.",
+    },
+];
+
+macro_rules! settings {
+    ($( $field:ident, $env:literal, $flag:literal, $default:literal, $unit:literal, $live:literal,
+        $desc:literal $(, { $($attr:tt)* })? ; )*) => {
+        /// Every setting, in documentation order.
+        pub const SETTINGS: &[SettingDoc] = &[
+            LIST_SETTINGS[0], LIST_SETTINGS[1], LIST_SETTINGS[2],
+            $( SettingDoc { name: stringify!($field), env: $env, flag: $flag, default: $default,
+                unit: $unit, live: $live, description: $desc }, )*
+        ];
+
+        /// One flag (and env var) per scalar setting. Values stay text until the merge, so a
+        /// bad value is reported together with every other problem.
+        #[derive(Debug, Clone, Default, clap::Args)]
+        pub struct SettingArgs {
+            $( #[arg(long, env = $env, value_name = $unit, help = $desc $(, $($attr)*)?)]
+               pub $field: Option<String>, )*
+        }
+
+        impl SettingArgs {
+            pub(crate) fn values(&self) -> Vec<(&'static str, &str)> {
+                let mut v = Vec::new();
+                $( if let Some(x) = &self.$field { v.push((stringify!($field), x.as_str())); } )*
+                v
+            }
+        }
+
+        /// The TOML file as written. Every key is optional; unknown keys are an error so that a
+        /// typo does not silently fall back to a default.
+        #[derive(Debug, Default, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct FileConfig {
+            $( #[serde(default)] pub $field: Option<Scalar>, )*
+            #[serde(default)]
+            pub users: Option<Vec<FileUser>>,
+            #[serde(default)]
+            pub admin_users: Option<Vec<FileUser>>,
+        }
+
+        impl FileConfig {
+            pub(crate) fn values(&self) -> Vec<(&'static str, &str)> {
+                let mut v = Vec::new();
+                $( if let Some(x) = &self.$field { v.push((stringify!($field), x.0.as_str())); } )*
+                v
+            }
+        }
+    };
+}
+
+settings! {
+    listen, "SLUICE_LISTEN", "--listen", "127.0.0.1:6033", "address", false,
+        "Address clients connect to (`ip:port`; port 0 picks a free port).";
+    backend, "SLUICE_BACKEND", "--backend", "127.0.0.1:3306", "host:port", false,
+        "The MySQL or MariaDB server. A host name is resolved at every connect.";
+    backend_user, "SLUICE_BACKEND_USER", "--backend-user", "", "name", true,
+        "User sluice logs in to the backend as, for users without their own `backend_user`. Unset: each client's own name (pass-through).";
+    backend_password, "SLUICE_BACKEND_PASSWORD", "--backend-password", "", "password", true,
+        "Password for the backend login, for users without their own `backend_password`. Unset: each client's own password.";
+    default_auth_plugin, "SLUICE_DEFAULT_AUTH_PLUGIN", "--default-auth-plugin", "mysql_native_password", "plugin", true,
+        "Auth plugin sluice asks clients to use, unless a user sets `auth_plugin`: `mysql_native_password` or `caching_sha2_password`.";
+    pool_size, "SLUICE_POOL_SIZE", "--pool-size", "4", "statements", true,
+        "Execution slots: at most this many statements run on the backend at once (a fair FIFO queue for the rest). `auto` sizes it between min_pool_size and max_pool_size.";
+    min_pool_size, "SLUICE_MIN_POOL_SIZE", "--min-pool-size", "1", "statements", true,
+        "Lower bound for `pool_size = auto`.";
+    max_pool_size, "SLUICE_MAX_POOL_SIZE", "--max-pool-size", "64", "statements", true,
+        "Upper bound for `pool_size = auto`.";
+    max_backend_connections, "SLUICE_MAX_BACKEND_CONNECTIONS", "--max-backend-connections", "64", "connections", true,
+        "Cap on open backend connections, idle and pinned ones included. Must be at least pool_size.";
+    max_client_connections, "SLUICE_MAX_CLIENT_CONNECTIONS", "--max-client-connections", "10000", "connections", true,
+        "Clients beyond this get error 1040 (Too many connections) at the handshake.";
+    queue_timeout, "SLUICE_QUEUE_TIMEOUT", "--queue-timeout", "30s", "duration", true,
+        "A statement that waited this long for an execution slot gets error 9001; the session stays usable.";
+    max_queue_wait, "SLUICE_MAX_QUEUE_WAIT", "--max-queue-wait", "", "duration", true,
+        "Latency-target admission: while the queue wait exceeds this, new statements are rejected at once with error 9001 instead of queueing. Unset: off.";
+    connect_timeout, "SLUICE_CONNECT_TIMEOUT", "--connect-timeout", "5s", "duration", true,
+        "Deadline for opening a backend connection, login included.";
+    client_login_timeout, "SLUICE_CLIENT_LOGIN_TIMEOUT", "--client-login-timeout", "10s", "duration", true,
+        "A client must finish the handshake and authentication within this.";
+    client_write_timeout, "SLUICE_CLIENT_WRITE_TIMEOUT", "--client-write-timeout", "30s", "duration", true,
+        "A client that does not read its result for this long is disconnected, so it cannot hold a backend.";
+    shutdown_timeout, "SLUICE_SHUTDOWN_TIMEOUT", "--shutdown-timeout", "10s", "duration", true,
+        "On shutdown, running statements get this long to finish before sessions are closed.";
+    max_allowed_packet, "SLUICE_MAX_ALLOWED_PACKET", "--max-allowed-packet", "64MiB", "bytes", true,
+        "Largest client command accepted (K/M/G suffixes are powers of 1024). Larger ones get an error and a disconnect.";
+    max_prepared_statements_per_backend, "SLUICE_MAX_PREPARED_STATEMENTS_PER_BACKEND", "--max-prepared-statements-per-backend", "256", "statements", true,
+        "Prepared statements kept per backend connection; the least recently used is closed beyond this. Keep it well below the server's max_prepared_stmt_count / max_backend_connections.";
+    server_version, "SLUICE_SERVER_VERSION", "--server-version", "", "text", true,
+        "Version string sent to clients in the handshake. Unset: the backend's own.";
+    server_idle_timeout, "SLUICE_SERVER_IDLE_TIMEOUT", "--server-idle-timeout", "10m", "duration", true,
+        "An idle backend connection is closed after this. 0 disables.";
+    server_lifetime, "SLUICE_SERVER_LIFETIME", "--server-lifetime", "1h", "duration", true,
+        "A backend connection is closed when released after being open this long. 0 disables.";
+    health_check_interval, "SLUICE_HEALTH_CHECK_INTERVAL", "--health-check-interval", "30s", "duration", true,
+        "Idle backend connections are pinged this often. 0 disables.";
+    min_idle, "SLUICE_MIN_IDLE", "--min-idle", "0", "connections", true,
+        "Backend connections opened at start and kept open when idle.";
+    admin_listen, "SLUICE_ADMIN_LISTEN", "--admin-listen", "", "address", false,
+        "Address of the admin console (MySQL protocol), e.g. 127.0.0.1:6032. Unset: off.";
+    metrics_listen, "SLUICE_METRICS_LISTEN", "--metrics-listen", "", "address", false,
+        "Address of the Prometheus endpoint (`/metrics`), e.g. 127.0.0.1:9187. Unset: off.";
+    tls_cert, "SLUICE_TLS_CERT", "--tls-cert", "", "path", false,
+        "PEM certificate chain for client TLS. Needs tls_key.";
+    tls_key, "SLUICE_TLS_KEY", "--tls-key", "", "path", false,
+        "PEM private key for client TLS. Needs tls_cert.";
+    require_secure_transport, "SLUICE_REQUIRE_SECURE_TRANSPORT", "--require-secure-transport", "false", "bool", true,
+        "Refuse clients that do not use TLS. Needs tls_cert and tls_key.",
+        { num_args = 0..=1, default_missing_value = "true" };
+    log_format, "SLUICE_LOG_FORMAT", "--log-format", "text", "format", false,
+        "Log output: `text` or `json`.";
+}
+
+/// Finds the documentation row of a setting by its TOML name.
+pub fn setting(name: &str) -> Option<&'static SettingDoc> {
+    SETTINGS.iter().find(|s| s.name == name)
+}
+
+/// Sets one scalar setting from its text form.
+pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String> {
+    let opt_string = |raw: &str| (!raw.trim().is_empty()).then(|| raw.trim().to_string());
+    let opt_path = |raw: &str| opt_string(raw).map(PathBuf::from);
+    let opt_addr = |raw: &str| -> Result<_, String> {
+        if is_off(raw) {
+            Ok(None)
+        } else {
+            parse_addr(raw).map(Some)
+        }
+    };
+    match key {
+        "listen" => cfg.listen = parse_addr(raw)?,
+        "backend" => {
+            check_host_port(raw.trim())?;
+            cfg.backend = raw.trim().to_string();
+        }
+        "backend_user" => cfg.backend_user = opt_string(raw),
+        "backend_password" => {
+            cfg.backend_password = (!raw.is_empty()).then(|| Secret::new(raw.to_string()))
+        }
+        "default_auth_plugin" => cfg.default_auth_plugin = raw.parse()?,
+        "pool_size" => cfg.pool_size = raw.parse()?,
+        "min_pool_size" => cfg.min_pool_size = parse_u32(raw)?,
+        "max_pool_size" => cfg.max_pool_size = parse_u32(raw)?,
+        "max_backend_connections" => cfg.max_backend_connections = parse_u32(raw)?,
+        "max_client_connections" => cfg.max_client_connections = parse_u32(raw)?,
+        "queue_timeout" => cfg.queue_timeout = parse_duration(raw)?,
+        "max_queue_wait" => {
+            cfg.max_queue_wait = if is_off(raw) {
+                None
+            } else {
+                Some(parse_duration(raw)?)
+            }
+        }
+        "connect_timeout" => cfg.connect_timeout = parse_duration(raw)?,
+        "client_login_timeout" => cfg.client_login_timeout = parse_duration(raw)?,
+        "client_write_timeout" => cfg.client_write_timeout = parse_duration(raw)?,
+        "shutdown_timeout" => cfg.shutdown_timeout = parse_duration(raw)?,
+        "max_allowed_packet" => cfg.max_allowed_packet = parse_bytes(raw)?,
+        "max_prepared_statements_per_backend" => {
+            cfg.max_prepared_statements_per_backend = parse_u32(raw)?
+        }
+        "server_version" => cfg.server_version = opt_string(raw),
+        "server_idle_timeout" => cfg.server_idle_timeout = parse_duration(raw)?,
+        "server_lifetime" => cfg.server_lifetime = parse_duration(raw)?,
+        "health_check_interval" => cfg.health_check_interval = parse_duration(raw)?,
+        "min_idle" => cfg.min_idle = parse_u32(raw)?,
+        "admin_listen" => cfg.admin_listen = opt_addr(raw)?,
+        "metrics_listen" => cfg.metrics_listen = opt_addr(raw)?,
+        "tls_cert" => cfg.tls_cert = opt_path(raw),
+        "tls_key" => cfg.tls_key = opt_path(raw),
+        "require_secure_transport" => cfg.require_secure_transport = parse_bool(raw)?,
+        "log_format" => cfg.log_format = raw.parse()?,
+        other => return Err(format!("unknown setting {other:?}")),
+    }
+    Ok(())
+}
+
+fn parse_addr(raw: &str) -> Result<std::net::SocketAddr, String> {
+    raw.trim().parse().map_err(|_| {
+        format!("{:?} is not an ip:port address; write it like 127.0.0.1:6033 (host names are not accepted for listen addresses)", raw.trim())
+    })
+}
+
+/// The current value of one scalar setting as a TOML value (`None` when unset). Secrets are
+/// shown as `***` unless `mask` is false.
+pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value> {
+    use toml::Value as V;
+    let s = |x: String| Some(V::String(x));
+    let n = |x: u32| Some(V::Integer(i64::from(x)));
+    let d = |x: std::time::Duration| s(format_duration(x));
+    let secret = |x: &Secret| s(if mask { "***".into() } else { x.expose().into() });
+    match key {
+        "listen" => s(cfg.listen.to_string()),
+        "backend" => s(cfg.backend.clone()),
+        "backend_user" => cfg.backend_user.clone().and_then(s),
+        "backend_password" => cfg.backend_password.as_ref().and_then(secret),
+        "default_auth_plugin" => s(cfg.default_auth_plugin.to_string()),
+        "pool_size" => match cfg.pool_size {
+            super::PoolSize::Fixed(x) => n(x),
+            super::PoolSize::Auto => s("auto".into()),
+        },
+        "min_pool_size" => n(cfg.min_pool_size),
+        "max_pool_size" => n(cfg.max_pool_size),
+        "max_backend_connections" => n(cfg.max_backend_connections),
+        "max_client_connections" => n(cfg.max_client_connections),
+        "queue_timeout" => d(cfg.queue_timeout),
+        "max_queue_wait" => cfg.max_queue_wait.and_then(d),
+        "connect_timeout" => d(cfg.connect_timeout),
+        "client_login_timeout" => d(cfg.client_login_timeout),
+        "client_write_timeout" => d(cfg.client_write_timeout),
+        "shutdown_timeout" => d(cfg.shutdown_timeout),
+        "max_allowed_packet" => s(format_bytes(cfg.max_allowed_packet)),
+        "max_prepared_statements_per_backend" => n(cfg.max_prepared_statements_per_backend),
+        "server_version" => cfg.server_version.clone().and_then(s),
+        "server_idle_timeout" => d(cfg.server_idle_timeout),
+        "server_lifetime" => d(cfg.server_lifetime),
+        "health_check_interval" => d(cfg.health_check_interval),
+        "min_idle" => n(cfg.min_idle),
+        "admin_listen" => cfg.admin_listen.map(|a| a.to_string()).and_then(s),
+        "metrics_listen" => cfg.metrics_listen.map(|a| a.to_string()).and_then(s),
+        "tls_cert" => cfg.tls_cert.as_ref().and_then(|p| s(p.display().to_string())),
+        "tls_key" => cfg.tls_key.as_ref().and_then(|p| s(p.display().to_string())),
+        "require_secure_transport" => Some(V::Boolean(cfg.require_secure_transport)),
+        "log_format" => s(cfg.log_format.to_string()),
+        _ => None,
+    }
+}
+
+/// True for the rows handled by `apply`/`render` (everything but the list settings).
+pub(crate) fn is_scalar(doc: &SettingDoc) -> bool {
+    !LIST_SETTINGS.iter().any(|l| l.name == doc.name)
+}

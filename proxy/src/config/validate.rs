@@ -1,0 +1,200 @@
+//! Cross-setting checks. Every problem is collected, each with a message that says what to do.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::{AuthPluginName, Config, ConfigError, PoolSize, UserConfig};
+
+/// The MySQL protocol cannot carry a statement larger than 1 GiB (the server's own maximum).
+const MAX_PACKET_LIMIT: u32 = 1 << 30;
+
+impl Config {
+    /// Checks the whole config; returns every problem at once.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut e = Vec::new();
+        self.check_pool(&mut e);
+        self.check_users(&mut e);
+        self.check_listeners(&mut e);
+        self.check_limits(&mut e);
+        if e.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(e))
+        }
+    }
+
+    /// Problems that do not stop sluice but that an operator should know about.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some(path) = &self.config_path {
+            if self.file_has_plaintext_password && readable_by_others(path) {
+                w.push(format!(
+                    "{} contains a plaintext password and is readable by other users; run `chmod 600 {}` or store mysql_native_password hashes (*<40 hex>)",
+                    path.display(),
+                    path.display()
+                ));
+            }
+        }
+        if let Some(addr) = self.admin_listen {
+            if !addr.ip().is_loopback() {
+                w.push(format!("admin_listen {addr} is not a loopback address; the admin console can change the running proxy, so keep it on 127.0.0.1 unless a firewall protects it"));
+            }
+        }
+        w
+    }
+
+    fn check_pool(&self, e: &mut Vec<String>) {
+        match self.pool_size {
+            PoolSize::Fixed(0) => e.push("pool_size is 0; set it to at least 1 (or \"auto\")".into()),
+            PoolSize::Fixed(p) if self.max_backend_connections < p => e.push(format!(
+                "max_backend_connections ({}) is less than pool_size ({p}); raise max_backend_connections to at least {p} or lower pool_size",
+                self.max_backend_connections
+            )),
+            PoolSize::Auto if self.max_backend_connections < self.min_pool_size => e.push(format!(
+                "max_backend_connections ({}) is less than min_pool_size ({}); raise max_backend_connections or lower min_pool_size",
+                self.max_backend_connections, self.min_pool_size
+            )),
+            _ => {}
+        }
+        if self.min_pool_size == 0 {
+            e.push("min_pool_size is 0; set it to at least 1".into());
+        }
+        if self.min_pool_size > self.max_pool_size {
+            e.push(format!(
+                "min_pool_size ({}) is greater than max_pool_size ({}); lower min_pool_size or raise max_pool_size",
+                self.min_pool_size, self.max_pool_size
+            ));
+        }
+        if self.max_backend_connections == 0 {
+            e.push("max_backend_connections is 0; set it to at least pool_size".into());
+        }
+        if self.min_idle > self.max_backend_connections {
+            e.push(format!(
+                "min_idle ({}) is greater than max_backend_connections ({}); lower min_idle",
+                self.min_idle, self.max_backend_connections
+            ));
+        }
+    }
+
+    fn check_users(&self, e: &mut Vec<String>) {
+        if self.users.is_empty() {
+            e.push("no users are configured; add a [[users]] table with name and password, or pass --user NAME:PASSWORD".into());
+        }
+        check_user_list(&self.users, "users", e);
+        check_user_list(&self.admin_users, "admin_users", e);
+        for u in &self.users {
+            if u.password.is_native_hash()
+                && u.auth_plugin(self) == AuthPluginName::CachingSha2
+            {
+                e.push(format!(
+                    "user {:?} has a mysql_native_password hash as password, which cannot verify caching_sha2_password; set auth_plugin = \"mysql_native_password\" for this user or give a plaintext password",
+                    u.name
+                ));
+            }
+            let (_, backend_password) = u.backend_credentials(self);
+            if super::Secret::new(backend_password.to_string()).is_native_hash() {
+                e.push(format!(
+                    "user {:?} would log in to the backend with a password hash, which cannot work; set backend_user and backend_password (for this user or globally)",
+                    u.name
+                ));
+            }
+        }
+        if self.admin_listen.is_some() && self.admin_users.is_empty() {
+            e.push("admin_listen is set but no admin_users are configured; add an [[admin_users]] table or pass --admin-user NAME:PASSWORD".into());
+        }
+        if let Some(u) = &self.backend_user {
+            if u.trim().is_empty() {
+                e.push("backend_user is empty; remove it or set a user name".into());
+            }
+        }
+    }
+
+    fn check_listeners(&self, e: &mut Vec<String>) {
+        let same = |a: std::net::SocketAddr, b: std::net::SocketAddr| a.port() != 0 && a == b;
+        if let Some(admin) = self.admin_listen {
+            if same(admin, self.listen) {
+                e.push(format!("admin_listen and listen are both {admin}; give the admin console its own port (e.g. 127.0.0.1:6032)"));
+            }
+        }
+        if let Some(metrics) = self.metrics_listen {
+            if same(metrics, self.listen) || self.admin_listen.is_some_and(|a| same(metrics, a)) {
+                e.push(format!("metrics_listen {metrics} is already used by listen or admin_listen; give it its own port"));
+            }
+        }
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(_), None) => e.push("tls_cert is set without tls_key; set both or neither".into()),
+            (None, Some(_)) => e.push("tls_key is set without tls_cert; set both or neither".into()),
+            _ => {}
+        }
+        if self.require_secure_transport && self.tls_cert.is_none() {
+            e.push("require_secure_transport is true but TLS is not configured; set tls_cert and tls_key".into());
+        }
+    }
+
+    fn check_limits(&self, e: &mut Vec<String>) {
+        let positive = [
+            ("queue_timeout", self.queue_timeout),
+            ("connect_timeout", self.connect_timeout),
+            ("client_login_timeout", self.client_login_timeout),
+            ("client_write_timeout", self.client_write_timeout),
+        ];
+        for (name, d) in positive {
+            if d == Duration::ZERO {
+                e.push(format!("{name} is 0; set a positive duration such as 5s"));
+            }
+        }
+        if self.max_queue_wait == Some(Duration::ZERO) {
+            e.push("max_queue_wait is 0, which would reject every queued statement; set a positive duration such as 50ms, or \"off\"".into());
+        }
+        if self.max_client_connections == 0 {
+            e.push("max_client_connections is 0; set it to at least 1".into());
+        }
+        if self.max_prepared_statements_per_backend == 0 {
+            e.push("max_prepared_statements_per_backend is 0; set it to at least 1".into());
+        }
+        if !(1024..=MAX_PACKET_LIMIT).contains(&self.max_allowed_packet) {
+            e.push(format!(
+                "max_allowed_packet ({}) is out of range; use a value from 1KiB to 1GiB",
+                self.max_allowed_packet
+            ));
+        }
+        if let Some(v) = &self.server_version {
+            if !v.bytes().all(|b| (0x20..0x7f).contains(&b)) || v.len() > 200 {
+                e.push("server_version must be printable ASCII of at most 200 characters".into());
+            }
+        }
+    }
+}
+
+fn check_user_list(users: &[UserConfig], what: &str, e: &mut Vec<String>) {
+    let mut seen = HashSet::new();
+    for u in users {
+        if u.name.is_empty() {
+            e.push(format!("{what}: a user has an empty name; set name"));
+            continue;
+        }
+        if !seen.insert(u.name.as_str()) {
+            e.push(format!(
+                "{what}: user {:?} is listed twice; keep one entry per name",
+                u.name
+            ));
+        }
+        if u.password.is_empty() {
+            e.push(format!(
+                "{what}: user {:?} has no password; set password (plaintext, or a *<40 hex> mysql_native_password hash)",
+                u.name
+            ));
+        }
+    }
+}
+
+#[cfg(unix)]
+fn readable_by_others(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o044 != 0)
+}
+
+#[cfg(not(unix))]
+fn readable_by_others(_path: &std::path::Path) -> bool {
+    false
+}

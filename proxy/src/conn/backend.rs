@@ -1,0 +1,307 @@
+//! A connection from sluice to the MySQL server: connect, log in, enable session tracking, and
+//! run the small commands the pool itself needs (ping, reset, state replay).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use tokio::net::TcpStream;
+
+use super::{Error, PacketStream};
+use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
+use crate::protocol::{
+    auth, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake, HandshakeResponse,
+    OkPacket, SessionStateChange,
+};
+
+/// Session tracking makes every OK report schema and system-variable changes, which is what
+/// lets sluice move sessions between backends instead of pinning them.
+const ENABLE_TRACKING: &[u8] = b"SET SESSION session_track_schema=ON, \
+session_track_state_change=ON, session_track_system_variables='*'";
+
+static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Where and as whom backend connections are opened.
+#[derive(Clone)]
+pub struct BackendTarget {
+    pub addr: String,
+    pub user: String,
+    pub password: String,
+    pub connect_timeout: Duration,
+    pub max_payload: usize,
+}
+
+impl std::fmt::Debug for BackendTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.user, self.addr)
+    }
+}
+
+/// Idle backends are grouped by what makes them interchangeable on the wire: the backend
+/// account, the protocol-shaping capabilities and the handshake collation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PoolKey {
+    pub user: Arc<str>,
+    pub caps: u32,
+    pub collation: u8,
+}
+
+/// Movable session state as the server last reported it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MovableState {
+    /// Current schema; `None` means no database selected.
+    pub schema: Option<Vec<u8>>,
+    /// Session system variables changed from the connection's baseline, by name.
+    pub vars: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl MovableState {
+    /// Applies what one OK packet's session-state block reports.
+    pub fn apply(&mut self, changes: &[SessionStateChange]) {
+        for change in changes {
+            match change {
+                SessionStateChange::Schema(s) if s.is_empty() => self.schema = None,
+                SessionStateChange::Schema(s) => self.schema = Some(s.clone()),
+                SessionStateChange::SystemVariable { name, value } => {
+                    if !is_tracker_variable(name) {
+                        self.vars.insert(name.to_ascii_lowercase(), value.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// sluice owns the session_track_* variables of its backends; they are never part of a
+/// client's state.
+pub fn is_tracker_variable(name: &[u8]) -> bool {
+    name.len() >= 14 && name[..14].eq_ignore_ascii_case(b"session_track_")
+}
+
+/// Why a backend may not simply go back to the idle list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// Only movable state: can serve anyone.
+    Clean,
+    /// Carries state another client must not see (user variables, temporary tables, locks, an
+    /// open transaction, prepared statements): reset before reuse.
+    Dirty,
+    /// In an unknown protocol state (half-read response, I/O error): close.
+    Broken,
+}
+
+pub struct BackendConn {
+    pub stream: PacketStream,
+    /// sluice-wide id, for SHOW SERVERS and logs.
+    pub id: u64,
+    /// The server's own connection id (what KILL takes).
+    pub thread_id: u32,
+    /// Capabilities negotiated with the server.
+    pub caps: Capabilities,
+    pub key: PoolKey,
+    pub state: MovableState,
+    pub health: Health,
+    pub created: Instant,
+    pub last_used: Instant,
+    pub statements: u64,
+    pub server_version: Vec<u8>,
+}
+
+/// Capabilities sluice always asks a backend for, on top of the client's shaping ones.
+fn base_caps() -> Capabilities {
+    Capabilities::CLIENT_LONG_PASSWORD
+        | Capabilities::CLIENT_LONG_FLAG
+        | Capabilities::CLIENT_PROTOCOL_41
+        | Capabilities::CLIENT_TRANSACTIONS
+        | Capabilities::CLIENT_SECURE_CONNECTION
+        | Capabilities::CLIENT_PLUGIN_AUTH
+        | Capabilities::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+        | Capabilities::CLIENT_CONNECT_ATTRS
+        | Capabilities::CLIENT_SESSION_TRACK
+}
+
+impl BackendConn {
+    /// Opens and logs in a new backend connection for `key`.
+    pub async fn connect(target: &BackendTarget, key: PoolKey) -> Result<BackendConn, Error> {
+        tokio::time::timeout(target.connect_timeout, Self::connect_inner(target, key))
+            .await
+            .map_err(|_| Error::Timeout("backend connect"))?
+    }
+
+    async fn connect_inner(target: &BackendTarget, key: PoolKey) -> Result<BackendConn, Error> {
+        let socket = TcpStream::connect(target.addr.as_str()).await?;
+        let mut stream = PacketStream::new(socket, target.max_payload);
+        let span = stream.expect_packet().await?;
+        let greeting = stream.payload(&span).into_owned();
+        let seq = span.last_seq;
+        stream.consume(&span);
+        if greeting.first() == Some(&0xFF) {
+            return Err(Error::Server(ErrPacket::decode(&greeting, Capabilities::empty())?));
+        }
+        let hs = Handshake::decode(&greeting)?;
+        let wanted = base_caps() | Capabilities::from_bits_truncate(key.caps);
+        let caps = wanted & hs.capabilities;
+        let mut conn = BackendConn {
+            stream,
+            id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
+            thread_id: hs.connection_id,
+            caps,
+            key,
+            state: MovableState::default(),
+            health: Health::Clean,
+            created: Instant::now(),
+            last_used: Instant::now(),
+            statements: 0,
+            server_version: hs.server_version.clone(),
+        };
+        conn.login(&hs, seq.wrapping_add(1), target).await?;
+        match conn.run_simple(&query_payload(ENABLE_TRACKING)).await? {
+            Ok(_) => {}
+            Err(err) => return Err(Error::Server(err)),
+        }
+        Ok(conn)
+    }
+
+    async fn login(&mut self, hs: &Handshake, seq: u8, target: &BackendTarget) -> Result<(), Error> {
+        let password = target.password.as_bytes();
+        let plugin: &[u8] = if hs.auth_plugin == auth::CACHING_SHA2.as_bytes() {
+            auth::CACHING_SHA2.as_bytes()
+        } else {
+            auth::NATIVE.as_bytes()
+        };
+        let mut nonce = hs.nonce.to_vec();
+        let response = HandshakeResponse {
+            capabilities: self.caps,
+            max_packet: 1 << 30,
+            collation: self.key.collation,
+            user: target.user.as_bytes().to_vec(),
+            auth_response: scramble(plugin, &nonce, password),
+            database: None,
+            auth_plugin: Some(plugin.to_vec()),
+            connect_attrs: vec![(b"_client_name".to_vec(), b"sluice".to_vec())],
+        };
+        let mut out = BytesMut::new();
+        response.encode(&mut out);
+        self.stream.send_packet(seq, &out).await?;
+        loop {
+            let span = self.stream.expect_packet().await?;
+            let payload = self.stream.payload(&span).into_owned();
+            let seq = span.last_seq.wrapping_add(1);
+            self.stream.consume(&span);
+            match payload.first().copied() {
+                Some(0x00) => return Ok(()),
+                Some(0xFF) => return Err(Error::Server(ErrPacket::decode(&payload, self.caps)?)),
+                Some(0xFE) => {
+                    let switch = AuthSwitchRequest::decode(&payload)?;
+                    if switch.plugin != auth::NATIVE.as_bytes()
+                        && switch.plugin != auth::CACHING_SHA2.as_bytes()
+                    {
+                        return Err(Error::UnsupportedPlugin);
+                    }
+                    nonce = switch.data.clone();
+                    if nonce.last() == Some(&0) {
+                        nonce.pop();
+                    }
+                    let reply = scramble(&switch.plugin, &nonce, password);
+                    self.stream.send_packet(seq, &reply).await?;
+                }
+                Some(0x01) => {
+                    let more = AuthMoreData::decode(&payload)?;
+                    match more.0.as_slice() {
+                        [FAST_AUTH_OK] => {}
+                        [PERFORM_FULL_AUTH] => {
+                            self.stream.send_packet(seq, &[REQUEST_PUBLIC_KEY]).await?;
+                        }
+                        pem => {
+                            let cipher = auth::rsa_encrypt_password(password, &nonce, pem)?;
+                            self.stream.send_packet(seq, &cipher).await?;
+                        }
+                    }
+                }
+                Some(other) => return Err(Error::Unexpected { during: "backend login", got: other }),
+                None => return Err(Error::Truncated),
+            }
+        }
+    }
+
+    /// Sends one command whose answer is a single OK or ERR packet (COM_PING, COM_INIT_DB,
+    /// COM_RESET_CONNECTION, a SET) and returns it. Tracked state in the OK is applied.
+    pub async fn run_simple(&mut self, payload: &[u8]) -> Result<Result<OkPacket, ErrPacket>, Error> {
+        let mut results = self.run_pipeline(&[payload]).await?;
+        Ok(results.pop().unwrap_or_else(|| Err(ErrPacket::new(2013, "HY000", "no response"))))
+    }
+
+    /// Sends several single-answer commands in one write and reads all their answers: one round
+    /// trip for a whole state replay.
+    pub async fn run_pipeline(
+        &mut self,
+        payloads: &[&[u8]],
+    ) -> Result<Vec<Result<OkPacket, ErrPacket>>, Error> {
+        for p in payloads {
+            self.stream.queue_packet(0, p);
+        }
+        self.stream.flush(None).await?;
+        let mut results = Vec::with_capacity(payloads.len());
+        for _ in payloads {
+            let span = self.stream.expect_packet().await?;
+            let payload = self.stream.payload(&span).into_owned();
+            self.stream.consume(&span);
+            match payload.first().copied() {
+                Some(0x00) | Some(0xFE) => {
+                    let ok = OkPacket::decode(&payload, self.caps)?;
+                    self.state.apply(&ok.session_state);
+                    results.push(Ok(ok));
+                }
+                Some(0xFF) => results.push(Err(ErrPacket::decode(&payload, self.caps)?)),
+                Some(other) => {
+                    self.health = Health::Broken;
+                    return Err(Error::Unexpected { during: "simple command", got: other });
+                }
+                None => return Err(Error::Truncated),
+            }
+        }
+        Ok(results)
+    }
+
+    /// COM_PING; used by health checks.
+    pub async fn ping(&mut self) -> Result<(), Error> {
+        match self.run_simple(&[0x0e]).await? {
+            Ok(_) => Ok(()),
+            Err(e) => Err(Error::Server(e)),
+        }
+    }
+
+    /// COM_RESET_CONNECTION, then tracking again (the reset turns it off). Leaves the backend
+    /// with no transaction, no user variables, no temporary tables, no locks, no prepared
+    /// statements, and baseline session variables.
+    pub async fn reset(&mut self) -> Result<(), Error> {
+        let results = self.run_pipeline(&[&[0x1f], &query_payload(ENABLE_TRACKING)]).await?;
+        for r in results {
+            if let Err(e) = r {
+                return Err(Error::Server(e));
+            }
+        }
+        self.state.vars.clear();
+        self.health = Health::Clean;
+        Ok(())
+    }
+}
+
+fn scramble(plugin: &[u8], nonce: &[u8], password: &[u8]) -> Vec<u8> {
+    if plugin == auth::CACHING_SHA2.as_bytes() {
+        auth::sha2_scramble(nonce, password)
+    } else {
+        auth::native_scramble(nonce, password)
+    }
+}
+
+/// A COM_QUERY payload for `sql`.
+pub fn query_payload(sql: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(sql.len() + 1);
+    p.push(0x03);
+    p.extend_from_slice(sql);
+    p
+}

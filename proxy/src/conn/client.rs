@@ -1,0 +1,257 @@
+//! The client-facing handshake: greeting, capability negotiation and authentication against
+//! sluice's own user list (mysql_native_password and caching_sha2_password, fast and full auth).
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use bytes::BytesMut;
+
+use super::{Error, PacketStream};
+use crate::config::{AuthPluginName, Config, UserConfig};
+use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
+use crate::protocol::{
+    auth, flags, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake,
+    HandshakeResponse, StatusFlags,
+};
+
+/// What the server side of the handshake needs that does not change per client.
+pub struct HandshakeContext {
+    pub server_version: Vec<u8>,
+    /// Capabilities offered to clients (see `offered_caps`).
+    pub offered: Capabilities,
+    pub collation: u8,
+    /// Generated on first use: key generation is slow and most deployments never need it.
+    pub rsa: std::sync::OnceLock<auth::RsaKeyPair>,
+    /// Users that completed a caching_sha2 full authentication since start-up; like MySQL's
+    /// cache, they may use the fast path afterwards.
+    pub sha2_cache: Mutex<HashSet<String>>,
+}
+
+/// A client that passed authentication.
+pub struct ClientHello {
+    pub caps: Capabilities,
+    pub collation: u8,
+    pub user: UserConfig,
+    pub database: Option<Vec<u8>>,
+    pub attrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Sequence id for the final OK/ERR of the handshake.
+    pub next_seq: u8,
+}
+
+/// Why a handshake did not produce a client.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    #[error(transparent)]
+    Conn(#[from] Error),
+    /// An ERR was sent to the client already; close.
+    #[error("handshake rejected: {0}")]
+    Rejected(&'static str),
+}
+
+/// Capabilities sluice offers, narrowed to what a relayed backend can honour.
+pub fn offered_caps(backend: Capabilities) -> Capabilities {
+    let shaping = flags::shaping_mask();
+    // A shaping capability the backend lacks cannot be offered: its responses would not match.
+    let missing = shaping & !backend;
+    flags::server_capabilities() & !missing
+}
+
+impl HandshakeContext {
+    /// Runs the handshake on a freshly accepted client. On failure the client has been sent an
+    /// ERR packet where the protocol allows one.
+    pub async fn accept(
+        &self,
+        stream: &mut PacketStream,
+        connection_id: u32,
+        config: &Config,
+    ) -> Result<ClientHello, HandshakeError> {
+        let offered = self.offered;
+        let nonce = auth::random_nonce();
+        let default_plugin = plugin_name(config.default_auth_plugin);
+        let greeting = Handshake {
+            server_version: self.server_version.clone(),
+            connection_id,
+            nonce,
+            capabilities: offered,
+            collation: self.collation,
+            status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+            auth_plugin: default_plugin.as_bytes().to_vec(),
+        };
+        let mut out = BytesMut::new();
+        greeting.encode(&mut out);
+        stream.send_packet(0, &out).await?;
+
+        let span = stream.expect_packet().await?;
+        let payload = stream.payload(&span).into_owned();
+        let mut seq = span.last_seq.wrapping_add(1);
+        stream.consume(&span);
+        if span.first_seq != 1 {
+            return Err(self.reject(stream, seq, ERR_HANDSHAKE, "bad handshake").await);
+        }
+        let response = match HandshakeResponse::decode(&payload) {
+            Ok(r) => r,
+            Err(_) => return Err(self.reject(stream, seq, ERR_HANDSHAKE, "bad handshake").await),
+        };
+        if !response.capabilities.contains(Capabilities::CLIENT_PROTOCOL_41) {
+            return Err(self.reject(stream, seq, ERR_HANDSHAKE, "client too old").await);
+        }
+        let caps = response.capabilities & offered;
+        let user_name = String::from_utf8_lossy(&response.user).into_owned();
+        let user = config.find_user(&response.user).cloned();
+        let want_plugin = user
+            .as_ref()
+            .and_then(|u| u.auth_plugin)
+            .map(plugin_name)
+            .unwrap_or(default_plugin);
+        let client_plugin = response.auth_plugin.clone().unwrap_or_else(|| auth::NATIVE.as_bytes().to_vec());
+
+        let mut nonce = nonce.to_vec();
+        let mut auth_response = response.auth_response.clone();
+        if client_plugin != want_plugin.as_bytes() {
+            nonce = auth::random_nonce().to_vec();
+            let mut data = nonce.clone();
+            data.push(0);
+            let switch = AuthSwitchRequest { plugin: want_plugin.as_bytes().to_vec(), data };
+            let mut out = BytesMut::new();
+            switch.encode(&mut out);
+            stream.send_packet(seq, &out).await?;
+            let span = stream.expect_packet().await?;
+            auth_response = stream.payload(&span).into_owned();
+            seq = span.last_seq.wrapping_add(1);
+            stream.consume(&span);
+        }
+        let used_password = !auth_response.is_empty();
+        let verified = match &user {
+            None => false,
+            Some(u) if want_plugin == auth::CACHING_SHA2 => {
+                match self.verify_sha2(stream, &mut seq, u, &nonce, &auth_response, caps).await? {
+                    Some(ok) => ok,
+                    None => false,
+                }
+            }
+            Some(u) => verify_native(u, &nonce, &auth_response),
+        };
+        let Some(user) = user.filter(|_| verified) else {
+            let host = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+            let msg = format!(
+                "Access denied for user '{}'@'{}' (using password: {})",
+                user_name,
+                host,
+                if used_password { "YES" } else { "NO" }
+            );
+            let err = ErrPacket::new(1045, "28000", msg.as_bytes());
+            send_err(stream, seq, &err).await;
+            return Err(HandshakeError::Rejected("access denied"));
+        };
+        Ok(ClientHello {
+            caps,
+            collation: response.collation,
+            user,
+            database: response.database.filter(|d| !d.is_empty()),
+            attrs: response.connect_attrs,
+            next_seq: seq,
+        })
+    }
+
+    /// caching_sha2_password: the fast path when the scramble matches a cached user, otherwise
+    /// full authentication (cleartext is never accepted without TLS: the client must use RSA).
+    async fn verify_sha2(
+        &self,
+        stream: &mut PacketStream,
+        seq: &mut u8,
+        user: &UserConfig,
+        nonce: &[u8],
+        response: &[u8],
+        _caps: Capabilities,
+    ) -> Result<Option<bool>, Error> {
+        let password = user.password.expose().as_bytes();
+        if user.password.is_native_hash() {
+            return Ok(Some(false));
+        }
+        if password.is_empty() {
+            return Ok(Some(response.is_empty() || response == [0]));
+        }
+        let cached = self.sha2_cache.lock().map(|c| c.contains(&user.name)).unwrap_or(false);
+        if cached && auth::sha2_verify(nonce, password, response) {
+            let mut out = BytesMut::new();
+            AuthMoreData(vec![FAST_AUTH_OK]).encode(&mut out);
+            *seq = stream.send_packet(*seq, &out).await?;
+            return Ok(Some(true));
+        }
+        // Full authentication: ask for the password, offering our RSA public key.
+        let mut out = BytesMut::new();
+        AuthMoreData(vec![PERFORM_FULL_AUTH]).encode(&mut out);
+        *seq = stream.send_packet(*seq, &out).await?;
+        let span = stream.expect_packet().await?;
+        let mut reply = stream.payload(&span).into_owned();
+        *seq = span.last_seq.wrapping_add(1);
+        stream.consume(&span);
+        if reply == [REQUEST_PUBLIC_KEY] {
+            let mut out = BytesMut::new();
+            AuthMoreData(self.rsa.get_or_init(auth::RsaKeyPair::generate).public_pem()).encode(&mut out);
+            *seq = stream.send_packet(*seq, &out).await?;
+            let span = stream.expect_packet().await?;
+            reply = stream.payload(&span).into_owned();
+            *seq = span.last_seq.wrapping_add(1);
+            stream.consume(&span);
+            let ok = match self.rsa.get_or_init(auth::RsaKeyPair::generate).decrypt_password(&reply, nonce) {
+                Ok(mut clear) => {
+                    if clear.last() == Some(&0) {
+                        clear.pop();
+                    }
+                    constant_time_eq(&clear, password)
+                }
+                Err(_) => false,
+            };
+            if ok {
+                if let Ok(mut c) = self.sha2_cache.lock() {
+                    c.insert(user.name.clone());
+                }
+            }
+            return Ok(Some(ok));
+        }
+        // A cleartext password over an unencrypted connection is refused, as MySQL does.
+        Ok(Some(false))
+    }
+
+    async fn reject(
+        &self,
+        stream: &mut PacketStream,
+        seq: u8,
+        code: (u16, &str),
+        what: &'static str,
+    ) -> HandshakeError {
+        let msg = format!("Bad handshake: {what}. Connect with a MySQL 4.1+ protocol client.");
+        send_err(stream, seq, &ErrPacket::new(code.0, code.1, msg.as_bytes())).await;
+        HandshakeError::Rejected(what)
+    }
+}
+
+const ERR_HANDSHAKE: (u16, &str) = (1043, "08S01");
+
+fn verify_native(user: &UserConfig, nonce: &[u8], response: &[u8]) -> bool {
+    if user.password.is_native_hash() {
+        auth::native_verify_hash(nonce, user.password.expose(), response)
+    } else {
+        auth::native_verify(nonce, user.password.expose().as_bytes(), response)
+    }
+}
+
+fn plugin_name(p: AuthPluginName) -> &'static str {
+    match p {
+        AuthPluginName::Native => auth::NATIVE,
+        AuthPluginName::CachingSha2 => auth::CACHING_SHA2,
+    }
+}
+
+/// Best effort: the client may already be gone.
+pub async fn send_err(stream: &mut PacketStream, seq: u8, err: &ErrPacket) {
+    let mut out = BytesMut::new();
+    err.encode(&mut out);
+    let _ = stream.send_packet(seq, &out).await;
+}
+
+/// Equal-length comparison that does not stop at the first difference.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

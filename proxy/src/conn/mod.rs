@@ -1,0 +1,41 @@
+//! Sockets: framing over TCP (`stream`), the client-facing handshake (`client`) and backend
+//! connections (`backend`). No pool policy lives here.
+
+pub mod backend;
+pub mod client;
+pub mod stream;
+
+pub use backend::{BackendConn, BackendTarget, PoolKey};
+pub use stream::PacketStream;
+
+use crate::protocol::{self, ErrPacket};
+
+/// Errors of one connection (client or backend).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("protocol: {0}")]
+    Protocol(#[from] protocol::Error),
+    #[error("peer closed the connection")]
+    Closed,
+    #[error("peer closed the connection in the middle of a packet")]
+    Truncated,
+    #[error("timed out during {0}")]
+    Timeout(&'static str),
+    /// The MySQL server answered with an ERR packet (a server error is data, not a broken link,
+    /// except during login).
+    #[error("server error {}: {}", .0.code, String::from_utf8_lossy(&.0.message))]
+    Server(ErrPacket),
+    #[error("unexpected packet 0x{got:02x} during {during}")]
+    Unexpected { during: &'static str, got: u8 },
+    #[error("the backend asked for an authentication plugin sluice does not speak")]
+    UnsupportedPlugin,
+}
+
+impl Error {
+    /// Does this error leave the connection unusable?
+    pub fn is_fatal(&self) -> bool {
+        !matches!(self, Error::Server(_))
+    }
+}

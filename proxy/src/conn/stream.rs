@@ -1,0 +1,171 @@
+//! `PacketStream`: one TCP socket with a read buffer and a write buffer, framed as MySQL packets.
+//!
+//! It knows the 4-byte header (through `protocol::frame`) and nothing about what packets mean.
+//! Reads hand out whole logical packets in place (no copy); writes are buffered until `flush`.
+
+use bytes::{Buf, BytesMut};
+use std::borrow::Cow;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::Error;
+use crate::protocol::frame::{self, LogicalSpan};
+
+/// Bytes read from the socket per `read_buf` call when the buffer is empty.
+const READ_CHUNK: usize = 16 * 1024;
+/// Buffered output is flushed early once it grows past this, so big results stream.
+pub const FLUSH_THRESHOLD: usize = 64 * 1024;
+
+pub struct PacketStream {
+    socket: TcpStream,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    max_payload: usize,
+}
+
+impl PacketStream {
+    pub fn new(socket: TcpStream, max_payload: usize) -> Self {
+        let _ = socket.set_nodelay(true);
+        PacketStream {
+            socket,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            wbuf: BytesMut::with_capacity(READ_CHUNK),
+            max_payload,
+        }
+    }
+
+    pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        self.socket.peer_addr().ok()
+    }
+
+    pub fn set_max_payload(&mut self, max: usize) {
+        self.max_payload = max;
+    }
+
+    /// Waits until a whole logical packet is buffered and returns its span. The packet stays in
+    /// the buffer (`raw`, `payload`) until `consume` is called. `Ok(None)` means a clean EOF
+    /// between packets.
+    pub async fn next_packet(&mut self) -> Result<Option<LogicalSpan>, Error> {
+        loop {
+            if let Some(span) = frame::scan_logical(&self.rbuf, self.max_payload)? {
+                return Ok(Some(span));
+            }
+            if !self.fill().await? {
+                return if self.rbuf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(Error::Truncated)
+                };
+            }
+        }
+    }
+
+    /// Like `next_packet`, but once part of a packet has arrived the rest must follow within
+    /// `stall`: a client that stops mid-packet is dropped instead of held forever.
+    pub async fn next_packet_within(&mut self, stall: Duration) -> Result<Option<LogicalSpan>, Error> {
+        loop {
+            if let Some(span) = frame::scan_logical(&self.rbuf, self.max_payload)? {
+                return Ok(Some(span));
+            }
+            let more = if self.rbuf.is_empty() {
+                self.fill().await?
+            } else {
+                tokio::time::timeout(stall, self.fill())
+                    .await
+                    .map_err(|_| Error::Timeout("reading a packet"))??
+            };
+            if !more {
+                return if self.rbuf.is_empty() { Ok(None) } else { Err(Error::Truncated) };
+            }
+        }
+    }
+
+    /// Takes the buffered packet `span` out of the read buffer without copying.
+    pub fn take(&mut self, span: &LogicalSpan) -> bytes::Bytes {
+        self.rbuf.split_to(span.raw_len).freeze()
+    }
+
+    /// Like `next_packet`, but a clean EOF is an error (the peer owed us a packet).
+    pub async fn expect_packet(&mut self) -> Result<LogicalSpan, Error> {
+        self.next_packet().await?.ok_or(Error::Closed)
+    }
+
+    /// The next logical packet if it is already buffered; never reads.
+    pub fn buffered_packet(&self) -> Result<Option<LogicalSpan>, Error> {
+        Ok(frame::scan_logical(&self.rbuf, self.max_payload)?)
+    }
+
+    /// Reads more bytes from the socket. Returns false on EOF.
+    pub async fn fill(&mut self) -> Result<bool, Error> {
+        if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 2 {
+            self.rbuf.reserve(READ_CHUNK);
+        }
+        let n = self.socket.read_buf(&mut self.rbuf).await?;
+        Ok(n > 0)
+    }
+
+    /// The raw bytes (headers included) of the buffered packet `span`.
+    pub fn raw(&self, span: &LogicalSpan) -> &[u8] {
+        &self.rbuf[..span.raw_len]
+    }
+
+    /// The payload (headers removed, chunks joined) of the buffered packet `span`.
+    pub fn payload(&self, span: &LogicalSpan) -> Cow<'_, [u8]> {
+        frame::payload(&self.rbuf[..span.raw_len], span)
+    }
+
+    /// Drops the buffered packet `span` from the read buffer.
+    pub fn consume(&mut self, span: &LogicalSpan) {
+        self.rbuf.advance(span.raw_len);
+    }
+
+    /// Bytes that arrived but were not consumed (e.g. a pipelined next command).
+    pub fn has_buffered_input(&self) -> bool {
+        !self.rbuf.is_empty()
+    }
+
+    /// Queues `payload` as a packet with sequence id `seq`; returns the next sequence id.
+    pub fn queue_packet(&mut self, seq: u8, payload: &[u8]) -> u8 {
+        frame::write_packet(&mut self.wbuf, seq, payload)
+    }
+
+    /// Queues bytes that are already framed.
+    pub fn queue_raw(&mut self, raw: &[u8]) {
+        self.wbuf.extend_from_slice(raw);
+    }
+
+    pub fn queued(&self) -> usize {
+        self.wbuf.len()
+    }
+
+    /// Writes everything queued. `timeout` bounds a peer that stops reading.
+    pub async fn flush(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
+        if self.wbuf.is_empty() {
+            return Ok(());
+        }
+        let write = async {
+            self.socket.write_all(&self.wbuf).await?;
+            Ok::<(), std::io::Error>(())
+        };
+        match timeout {
+            Some(t) => tokio::time::timeout(t, write)
+                .await
+                .map_err(|_| Error::Timeout("write"))??,
+            None => write.await?,
+        }
+        self.wbuf.clear();
+        Ok(())
+    }
+
+    /// Queues and flushes one packet.
+    pub async fn send_packet(&mut self, seq: u8, payload: &[u8]) -> Result<u8, Error> {
+        let next = self.queue_packet(seq, payload);
+        self.flush(None).await?;
+        Ok(next)
+    }
+
+    pub async fn shutdown(&mut self) {
+        let _ = self.socket.shutdown().await;
+    }
+}

@@ -1,0 +1,84 @@
+//! `Context`: what every session and the admin console share. Built once by `app`, passed
+//! down as `Arc<Context>`; the config inside can be swapped by RELOAD / SIGHUP.
+
+use std::sync::{Arc, RwLock};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, PoolSize, UserConfig};
+use crate::conn::backend::BackendTarget;
+use crate::conn::client::HandshakeContext;
+use crate::pool::{Pool, PoolSettings};
+use crate::session::registry::Registry;
+use crate::stats::Stats;
+
+pub struct Context {
+    config: RwLock<Arc<Config>>,
+    pub pool: Pool,
+    pub stats: Arc<Stats>,
+    pub registry: Arc<Registry>,
+    pub handshake: HandshakeContext,
+    /// Cancelled when shutdown starts: stop accepting, end idle sessions.
+    pub shutdown: CancellationToken,
+    /// Cancelled when the drain deadline passes: end every session now.
+    pub hard_stop: CancellationToken,
+    /// While set, no new statement gets a backend (admin PAUSE).
+    pub paused: tokio::sync::watch::Sender<bool>,
+}
+
+impl Context {
+    pub fn new(config: Config, handshake: HandshakeContext) -> Arc<Context> {
+        let stats = Arc::new(Stats::default());
+        let pool = Pool::new(&pool_settings(&config), stats.clone());
+        let (paused, _) = tokio::sync::watch::channel(false);
+        Arc::new(Context {
+            config: RwLock::new(Arc::new(config)),
+            pool,
+            stats,
+            registry: Registry::new(),
+            handshake,
+            shutdown: CancellationToken::new(),
+            hard_stop: CancellationToken::new(),
+            paused,
+        })
+    }
+
+    /// The config in force now (cheap: an `Arc` clone under a read lock).
+    pub fn config(&self) -> Arc<Config> {
+        self.config.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Swaps in a validated config and applies its live settings to the pool.
+    pub fn replace_config(&self, config: Config) {
+        self.pool.apply(&pool_settings(&config));
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+    }
+}
+
+pub fn pool_settings(config: &Config) -> PoolSettings {
+    PoolSettings {
+        pool_size: initial_pool_size(config),
+        max_backend_connections: config.max_backend_connections,
+        server_lifetime: config.server_lifetime,
+    }
+}
+
+/// Where a user's statements run, and with which credentials.
+pub fn backend_target(config: &Config, user: &UserConfig) -> BackendTarget {
+    let (name, password) = user.backend_credentials(config);
+    BackendTarget {
+        addr: config.backend.clone(),
+        user: name.to_string(),
+        password: password.to_string(),
+        connect_timeout: config.connect_timeout,
+        max_payload: (config.max_allowed_packet as usize).max(16 << 20) * 2,
+    }
+}
+
+/// `auto` starts small and lets the limiter grow it.
+pub fn initial_pool_size(config: &Config) -> u32 {
+    match config.pool_size {
+        PoolSize::Fixed(n) => n,
+        PoolSize::Auto => config.min_pool_size.max(2),
+    }
+}

@@ -1,0 +1,28 @@
+//! sluice: a transparent MySQL connection-pooling proxy.
+//!
+//! Clients connect to sluice as if it were MySQL; sluice multiplexes their sessions onto a
+//! small pool of backend connections, so the server sees at most `pool_size` statements at
+//! once while every client queues fairly (FIFO) in front of it.
+//!
+//! # Layout
+//! - [`protocol`]: pure MySQL wire format (no I/O).
+//! - [`conn`]: sockets; client handshake and backend login.
+//! - [`pool`]: execution slots and backend connections; the release/reset/close decision.
+//! - [`session`]: the per-client loop, session state, pinning, replay and relay.
+//! - [`classify`]: the only code that reads SQL text.
+//! - [`config`]: the validated configuration (default < file < env < flags).
+//! - [`app`]: `Proxy::bind`, accept loop, shutdown.
+//! - [`stats`]: counters and reason enums.
+
+pub mod app;
+pub mod classify;
+pub mod config;
+pub mod conn;
+pub mod context;
+pub mod pool;
+pub mod protocol;
+pub mod session;
+pub mod stats;
+
+pub use app::{Proxy, ProxyHandle, StartError};
+pub use config::Config;

@@ -1,0 +1,83 @@
+//! The `sluice` binary: parse flags, load the config, run the proxy until a signal.
+
+use clap::Parser;
+use sluice::config::{config_docs_markdown, example_toml, Cli};
+use sluice::{Config, Proxy};
+use tokio::signal::unix::{signal, SignalKind};
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if cli.print_config_docs {
+        print!("{}", config_docs_markdown());
+        return Ok(());
+    }
+    if cli.print_example_config {
+        print!("{}", example_toml());
+        return Ok(());
+    }
+    let config = match Config::load(&cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sluice: invalid configuration:\n{e}");
+            std::process::exit(2);
+        }
+    };
+    if cli.check_config {
+        for w in config.warnings() {
+            eprintln!("warning: {w}");
+        }
+        print!("{}", config.masked_toml());
+        return Ok(());
+    }
+    init_tracing(&config);
+    for w in config.warnings() {
+        tracing::warn!("{w}");
+    }
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run(config))
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
+    let handle = Proxy::bind(config).await?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => reload(&handle),
+        }
+    }
+    tracing::info!("shutting down");
+    handle.shutdown().await;
+    Ok(())
+}
+
+/// SIGHUP: re-read the file; an invalid one is rejected whole and the running config stays.
+fn reload(handle: &sluice::ProxyHandle) {
+    let ctx = handle.context();
+    let current = ctx.config();
+    match current.reload() {
+        Ok(next) => {
+            for c in current.diff(&next) {
+                if c.live {
+                    tracing::info!(setting = c.name, old = %c.old, new = %c.new, "reload: applied");
+                } else {
+                    tracing::warn!(setting = c.name, old = %c.old, new = %c.new, "reload: needs a restart, not applied");
+                }
+            }
+            ctx.replace_config(next);
+        }
+        Err(e) => tracing::error!("reload rejected, keeping the running config: {e}"),
+    }
+}
+
+fn init_tracing(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    match config.log_format {
+        sluice::config::LogFormat::Json => builder.json().init(),
+        sluice::config::LogFormat::Text => builder.init(),
+    }
+}

@@ -1,0 +1,407 @@
+//! Backend ownership: execution slots (`slots`), idle backend connections grouped by
+//! `PoolKey`, the checkout that picks the best one, and the check-in decision (`recycle`).
+//!
+//! The idle lists live under one sync mutex that is never held across an `.await`.
+
+pub mod error;
+pub mod guard;
+pub mod recycle;
+pub mod slots;
+
+pub use error::Error;
+pub use guard::PooledBackend;
+pub use slots::{Slot, Slots};
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::conn::backend::{BackendTarget, Health, MovableState, PoolKey};
+use crate::conn::BackendConn;
+use crate::stats::{BackendCloseReason, RecycleOutcome, Stats};
+use recycle::{PoolFacts, Recycle};
+
+#[derive(Clone)]
+pub struct Pool {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    slots: Arc<Slots>,
+    backends: Mutex<Backends>,
+    freed: Notify,
+    max_open: AtomicU32,
+    lifetime_secs: AtomicU32,
+    closed: AtomicBool,
+    stats: Arc<Stats>,
+}
+
+enum Plan {
+    Idle(BackendConn),
+    Open(Option<BackendConn>),
+    Wait,
+}
+
+#[derive(Default)]
+struct Backends {
+    idle: HashMap<PoolKey, Vec<BackendConn>>,
+    /// Every open backend: idle, checked out, pinned, connecting or resetting.
+    open: u32,
+    idle_count: u32,
+}
+
+/// A point-in-time view for SHOW POOLS and metrics.
+#[derive(Clone, Debug)]
+pub struct PoolSnapshot {
+    pub pool_size: u32,
+    pub slots_in_use: u32,
+    pub waiting: usize,
+    pub open: u32,
+    pub idle: u32,
+    pub max_open: u32,
+    pub groups: Vec<(PoolKey, usize)>,
+}
+
+/// Settings the pool reads; all live-tunable.
+pub struct PoolSettings {
+    pub pool_size: u32,
+    pub max_backend_connections: u32,
+    pub server_lifetime: Duration,
+}
+
+impl Pool {
+    pub fn new(settings: &PoolSettings, stats: Arc<Stats>) -> Pool {
+        Pool {
+            shared: Arc::new(Shared {
+                slots: Slots::new(settings.pool_size),
+                backends: Mutex::new(Backends::default()),
+                freed: Notify::new(),
+                max_open: AtomicU32::new(settings.max_backend_connections),
+                lifetime_secs: AtomicU32::new(settings.server_lifetime.as_secs().min(u32::MAX as u64) as u32),
+                closed: AtomicBool::new(false),
+                stats,
+            }),
+        }
+    }
+
+    pub fn apply(&self, settings: &PoolSettings) {
+        self.shared.slots.resize(settings.pool_size);
+        self.shared.max_open.store(settings.max_backend_connections, Ordering::Relaxed);
+        self.shared
+            .lifetime_secs
+            .store(settings.server_lifetime.as_secs().min(u32::MAX as u64) as u32, Ordering::Relaxed);
+        self.shared.freed.notify_waiters();
+    }
+
+    pub fn slots(&self) -> &Arc<Slots> {
+        &self.shared.slots
+    }
+
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.shared.stats
+    }
+
+    /// Waits (FIFO) for an execution slot.
+    pub async fn acquire_slot(&self, timeout: Duration) -> Result<Slot, Error> {
+        if self.shared.closed.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
+        self.shared.slots.acquire(timeout).await.map_err(|waited| Error::QueueTimeout {
+            waited,
+            pool_size: self.shared.slots.size(),
+            queued: self.shared.slots.waiting(),
+        })
+    }
+
+    /// A backend for `key`, preferring one whose movable state already matches `want`;
+    /// opens a new one when none is idle and the cap allows, otherwise waits until `deadline`.
+    pub async fn checkout(
+        &self,
+        key: &PoolKey,
+        want: &MovableState,
+        target: &BackendTarget,
+        deadline: Instant,
+    ) -> Result<PooledBackend, Error> {
+        loop {
+            if self.shared.closed.load(Ordering::Relaxed) {
+                return Err(Error::Closed);
+            }
+            let freed = self.shared.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match self.plan_checkout(key, want) {
+                Plan::Idle(conn) => return Ok(PooledBackend::new(conn, self.clone())),
+                Plan::Open(evicted) => {
+                    if evicted.is_some() {
+                        self.shared.stats.backend_closed(BackendCloseReason::Evicted);
+                        drop(evicted);
+                    }
+                    return self.open_new(key, target).await;
+                }
+                Plan::Wait => {
+                    if tokio::time::timeout_at(deadline.into(), freed).await.is_err() {
+                        return Err(Error::QueueTimeout {
+                            waited: Duration::ZERO,
+                            pool_size: self.shared.slots.size(),
+                            queued: self.shared.slots.waiting(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Under the lock: an idle backend, or a reserved place for a new one (possibly after
+    /// evicting an idle backend of another group), or nothing yet.
+    fn plan_checkout(&self, key: &PoolKey, want: &MovableState) -> Plan {
+        let mut b = self.lock();
+        if let Some(conn) = take_best(&mut b, key, want) {
+            Plan::Idle(conn)
+        } else if b.open < self.shared.max_open.load(Ordering::Relaxed) {
+            b.open += 1;
+            Plan::Open(None)
+        } else if let Some(victim) = take_any_idle(&mut b) {
+            // Make room: an idle backend of another group gives its place up.
+            Plan::Open(Some(victim))
+        } else {
+            Plan::Wait
+        }
+    }
+
+    /// A brand-new backend (no schema selected), making room by evicting an idle one if the
+    /// cap is reached. Used when a session must leave a schema behind.
+    pub async fn open_fresh(&self, key: &PoolKey, target: &BackendTarget) -> Result<PooledBackend, Error> {
+        let evicted = {
+            let mut b = self.lock();
+            if b.open < self.shared.max_open.load(Ordering::Relaxed) {
+                b.open += 1;
+                None
+            } else {
+                match take_any_idle(&mut b) {
+                    Some(victim) => Some(victim),
+                    None => {
+                        return Err(Error::QueueTimeout {
+                            waited: Duration::ZERO,
+                            pool_size: self.shared.slots.size(),
+                            queued: self.shared.slots.waiting(),
+                        })
+                    }
+                }
+            }
+        };
+        if evicted.is_some() {
+            self.shared.stats.backend_closed(BackendCloseReason::Evicted);
+        }
+        drop(evicted);
+        self.open_new(key, target).await
+    }
+
+    /// Opens a backend for which a place in `open` was already reserved.
+    async fn open_new(&self, key: &PoolKey, target: &BackendTarget) -> Result<PooledBackend, Error> {
+        match BackendConn::connect(target, key.clone()).await {
+            Ok(conn) => {
+                Stats::incr(&self.shared.stats.backend_connects);
+                Ok(PooledBackend::new(conn, self.clone()))
+            }
+            Err(source) => {
+                Stats::incr(&self.shared.stats.backend_connect_errors);
+                self.lock().open -= 1;
+                self.shared.freed.notify_one();
+                Err(Error::Connect { addr: target.addr.clone(), source })
+            }
+        }
+    }
+
+    /// The return path of every backend (called from `PooledBackend::drop`).
+    pub(crate) fn checkin(&self, mut conn: BackendConn) {
+        conn.last_used = Instant::now();
+        let facts = {
+            let b = self.lock();
+            PoolFacts {
+                closed: self.shared.closed.load(Ordering::Relaxed),
+                open: b.open,
+                max_open: self.shared.max_open.load(Ordering::Relaxed),
+                lifetime: Duration::from_secs(self.shared.lifetime_secs.load(Ordering::Relaxed) as u64),
+            }
+        };
+        match recycle::decide(&conn, &facts, Instant::now()) {
+            Recycle::Release => {
+                self.shared.stats.recycled(RecycleOutcome::Release);
+                self.put_idle(conn);
+            }
+            Recycle::Reset => {
+                self.shared.stats.recycled(RecycleOutcome::Reset);
+                let pool = self.clone();
+                let spawned = tokio::runtime::Handle::try_current().map(|h| {
+                    h.spawn(async move {
+                        let ok = tokio::time::timeout(Duration::from_secs(10), conn.reset()).await;
+                        match ok {
+                            Ok(Ok(())) => pool.put_idle(conn),
+                            _ => pool.close(conn, BackendCloseReason::ResetFailed),
+                        }
+                    })
+                });
+                if spawned.is_err() {
+                    // No runtime (process exit): nothing can reuse it anyway.
+                    self.forget_one();
+                }
+            }
+            Recycle::Close(reason) => {
+                self.shared.stats.recycled(RecycleOutcome::Close);
+                self.close(conn, reason);
+            }
+        }
+    }
+
+    fn put_idle(&self, conn: BackendConn) {
+        debug_assert_eq!(conn.health, Health::Clean);
+        {
+            let mut b = self.lock();
+            b.idle_count += 1;
+            b.idle.entry(conn.key.clone()).or_default().push(conn);
+        }
+        self.shared.freed.notify_one();
+    }
+
+    fn close(&self, conn: BackendConn, reason: BackendCloseReason) {
+        self.shared.stats.backend_closed(reason);
+        drop(conn);
+        self.forget_one();
+    }
+
+    fn forget_one(&self) {
+        self.lock().open -= 1;
+        self.shared.freed.notify_one();
+    }
+
+    /// Closes idle backends that were unused for `idle_timeout`, keeping `min_idle`.
+    pub fn close_idle_older_than(&self, idle_timeout: Duration, min_idle: u32) -> usize {
+        let now = Instant::now();
+        let mut victims = Vec::new();
+        {
+            let mut b = self.lock();
+            let mut keep = b.idle_count;
+            for list in b.idle.values_mut() {
+                let mut i = 0;
+                while i < list.len() {
+                    if keep > min_idle && now.duration_since(list[i].last_used) >= idle_timeout {
+                        victims.push(list.remove(i));
+                        keep -= 1;
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            b.idle_count = keep;
+            b.open -= victims.len() as u32;
+        }
+        let n = victims.len();
+        for _ in 0..n {
+            self.shared.stats.backend_closed(BackendCloseReason::IdleTimeout);
+        }
+        if n > 0 {
+            self.shared.freed.notify_waiters();
+        }
+        n
+    }
+
+    /// Takes every idle backend out for a health check; `give_back` returns the healthy ones.
+    pub fn take_idle_for_check(&self) -> Vec<BackendConn> {
+        let mut b = self.lock();
+        let all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
+        b.idle_count = 0;
+        all
+    }
+
+    pub fn give_back(&self, conn: BackendConn, healthy: bool) {
+        if healthy {
+            self.put_idle(conn);
+        } else {
+            self.close(conn, BackendCloseReason::HealthCheck);
+        }
+    }
+
+    /// Stops handing out backends and closes the idle ones.
+    pub fn close_all(&self) {
+        self.shared.closed.store(true, Ordering::Relaxed);
+        self.shared.slots.close();
+        let idle = {
+            let mut b = self.lock();
+            let all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
+            b.open -= all.len() as u32;
+            b.idle_count = 0;
+            all
+        };
+        for _ in &idle {
+            self.shared.stats.backend_closed(BackendCloseReason::Shutdown);
+        }
+        self.shared.freed.notify_waiters();
+    }
+
+    pub fn snapshot(&self) -> PoolSnapshot {
+        let b = self.lock();
+        PoolSnapshot {
+            pool_size: self.shared.slots.size(),
+            slots_in_use: self.shared.slots.in_use(),
+            waiting: self.shared.slots.waiting(),
+            open: b.open,
+            idle: b.idle_count,
+            max_open: self.shared.max_open.load(Ordering::Relaxed),
+            groups: b.idle.iter().map(|(k, v)| (k.clone(), v.len())).collect(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Backends> {
+        // A panic while holding this lock cannot leave the lists inconsistent (every
+        // mutation is a single push/remove), so a poisoned lock is still usable.
+        self.shared.backends.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The idle backend of `key` that needs the least replay for `want`, most recently used first.
+fn take_best(b: &mut Backends, key: &PoolKey, want: &MovableState) -> Option<BackendConn> {
+    let list = b.idle.get_mut(key)?;
+    if list.is_empty() {
+        return None;
+    }
+    let mut best = list.len() - 1;
+    let mut best_score = 0;
+    for (i, conn) in list.iter().enumerate().rev() {
+        let score = replay_score(&conn.state, want);
+        if score > best_score {
+            best = i;
+            best_score = score;
+            if score == 3 {
+                break;
+            }
+        }
+    }
+    let conn = list.swap_remove(best);
+    b.idle_count -= 1;
+    Some(conn)
+}
+
+/// 3: identical; 2: same variables, other schema; 1: replay needs only SETs; 0: needs a reset.
+pub fn replay_score(have: &MovableState, want: &MovableState) -> u8 {
+    let vars_equal = have.vars == want.vars;
+    if vars_equal && have.schema == want.schema {
+        3
+    } else if vars_equal && (want.schema.is_some() || have.schema.is_none()) {
+        2
+    } else if have.vars.keys().all(|k| want.vars.contains_key(k))
+        && (want.schema.is_some() || have.schema.is_none())
+    {
+        1
+    } else {
+        0
+    }
+}
+
+fn take_any_idle(b: &mut Backends) -> Option<BackendConn> {
+    let conn = b.idle.values_mut().find_map(|l| l.pop())?;
+    b.idle_count -= 1;
+    Some(conn)
+}

@@ -1,0 +1,183 @@
+//! Execution slots: at most `pool_size` statements run on the backend at once. A fair FIFO
+//! queue (tokio's semaphore hands permits to waiters in arrival order), resizable live.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+pub struct Slots {
+    sem: Arc<Semaphore>,
+    size: AtomicU32,
+    /// Permits to swallow as they come back, after the size was lowered.
+    excess: AtomicU32,
+    waiting: AtomicUsize,
+    in_use: AtomicU32,
+    /// Longest wait of a statement that got its slot, since the last `take_max_wait`.
+    max_wait_us: AtomicU64,
+}
+
+/// One execution slot; returned on drop.
+pub struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    slots: Arc<Slots>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.slots.in_use.fetch_sub(1, Ordering::Relaxed);
+        if let Some(p) = self.permit.take() {
+            let mut excess = self.slots.excess.load(Ordering::Relaxed);
+            while excess > 0 {
+                match self.slots.excess.compare_exchange(excess, excess - 1, Ordering::AcqRel, Ordering::Relaxed) {
+                    Ok(_) => {
+                        p.forget();
+                        return;
+                    }
+                    Err(now) => excess = now,
+                }
+            }
+            drop(p);
+        }
+    }
+}
+
+/// Keeps the waiting count right when an acquiring future is cancelled.
+struct WaitGuard<'a>(&'a AtomicUsize);
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Slots {
+    pub fn new(size: u32) -> Arc<Slots> {
+        Arc::new(Slots {
+            sem: Arc::new(Semaphore::new(size as usize)),
+            size: AtomicU32::new(size),
+            excess: AtomicU32::new(0),
+            waiting: AtomicUsize::new(0),
+            in_use: AtomicU32::new(0),
+            max_wait_us: AtomicU64::new(0),
+        })
+    }
+
+    /// Waits in FIFO order for a slot, at most `timeout`. `Err(waited)` on timeout.
+    pub async fn acquire(self: &Arc<Self>, timeout: Duration) -> Result<Slot, Duration> {
+        let start = Instant::now();
+        let permit = match self.sem.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                self.waiting.fetch_add(1, Ordering::Relaxed);
+                let _guard = WaitGuard(&self.waiting);
+                match tokio::time::timeout(timeout, self.sem.clone().acquire_owned()).await {
+                    Ok(Ok(p)) => p,
+                    _ => return Err(start.elapsed()),
+                }
+            }
+        };
+        let waited = start.elapsed().as_micros() as u64;
+        self.max_wait_us.fetch_max(waited, Ordering::Relaxed);
+        self.in_use.fetch_add(1, Ordering::Relaxed);
+        Ok(Slot { permit: Some(permit), slots: self.clone() })
+    }
+
+    /// Changes the number of slots without disturbing statements that hold one.
+    pub fn resize(&self, new: u32) {
+        let old = self.size.swap(new, Ordering::AcqRel);
+        if new > old {
+            let mut grow = new - old;
+            // Cancel pending shrinkage first.
+            while grow > 0 {
+                let ex = self.excess.load(Ordering::Relaxed);
+                if ex == 0 {
+                    break;
+                }
+                let take = ex.min(grow);
+                if self.excess.compare_exchange(ex, ex - take, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                    grow -= take;
+                }
+            }
+            self.sem.add_permits(grow as usize);
+        } else if new < old {
+            let shrink = old - new;
+            let forgotten = self.sem.forget_permits(shrink as usize) as u32;
+            self.excess.fetch_add(shrink - forgotten, Ordering::AcqRel);
+        }
+    }
+
+    pub fn size(&self) -> u32 {
+        self.size.load(Ordering::Relaxed)
+    }
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+    pub fn in_use(&self) -> u32 {
+        self.in_use.load(Ordering::Relaxed)
+    }
+    pub fn take_max_wait(&self) -> Duration {
+        Duration::from_micros(self.max_wait_us.swap(0, Ordering::Relaxed))
+    }
+    pub fn close(&self) {
+        self.sem.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn slots_are_handed_out_in_arrival_order() {
+        let slots = Slots::new(1);
+        let first = slots.acquire(Duration::from_secs(1)).await.unwrap();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..5 {
+            let s = slots.clone();
+            let o = order.clone();
+            tasks.push(tokio::spawn(async move {
+                let _slot = s.acquire(Duration::from_secs(5)).await.unwrap();
+                o.lock().unwrap().push(i);
+            }));
+            // Let task i enqueue before task i+1.
+            tokio::task::yield_now().await;
+            while slots.waiting() < i + 1 {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(first);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[tokio::test]
+    async fn acquire_times_out_and_keeps_counts_right() {
+        let slots = Slots::new(1);
+        let _held = slots.acquire(Duration::from_secs(1)).await.unwrap();
+        let err = slots.acquire(Duration::from_millis(20)).await.err().unwrap();
+        assert!(err >= Duration::from_millis(20));
+        assert_eq!(slots.waiting(), 0);
+        assert_eq!(slots.in_use(), 1);
+    }
+
+    #[tokio::test]
+    async fn shrinking_waits_for_holders_and_growing_adds_slots() {
+        let slots = Slots::new(2);
+        let a = slots.acquire(Duration::from_secs(1)).await.unwrap();
+        let b = slots.acquire(Duration::from_secs(1)).await.unwrap();
+        slots.resize(1);
+        drop(a); // swallowed
+        assert!(slots.acquire(Duration::from_millis(10)).await.is_err());
+        drop(b); // the one remaining slot
+        let c = slots.acquire(Duration::from_millis(100)).await.unwrap();
+        slots.resize(3);
+        let d = slots.acquire(Duration::from_millis(100)).await.unwrap();
+        let e = slots.acquire(Duration::from_millis(100)).await.unwrap();
+        assert!(slots.acquire(Duration::from_millis(10)).await.is_err());
+        drop((c, d, e));
+    }
+}

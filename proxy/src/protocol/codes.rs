@@ -1,0 +1,90 @@
+//! Error codes and SQLSTATEs of the errors sluice itself sends to clients.
+//!
+//! Spec: <https://dev.mysql.com/doc/mysql-errors/8.0/en/server-error-reference.html>,
+//! <https://dev.mysql.com/doc/mysql-errors/8.0/en/client-error-reference.html>,
+//! <https://mariadb.com/kb/en/mariadb-error-code-reference/>.
+//!
+//! Codes 9000+ are sluice's own (outside the server and client ranges), like ProxySQL's 9001.
+
+/// An error number with its SQLSTATE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorCode {
+    pub code: u16,
+    pub sql_state: &'static str,
+}
+
+const fn code(code: u16, sql_state: &'static str) -> ErrorCode {
+    ErrorCode { code, sql_state }
+}
+
+/// ER_CON_COUNT_ERROR: too many client connections.
+pub const CON_COUNT: ErrorCode = code(1040, "08004");
+/// ER_HANDSHAKE_ERROR: bad handshake.
+pub const HANDSHAKE: ErrorCode = code(1043, "08S01");
+/// ER_ACCESS_DENIED_ERROR.
+pub const ACCESS_DENIED: ErrorCode = code(1045, "28000");
+/// ER_UNKNOWN_COM_ERROR: command not supported.
+pub const UNKNOWN_COM: ErrorCode = code(1047, "08S01");
+/// ER_BAD_DB_ERROR: unknown database.
+pub const BAD_DB: ErrorCode = code(1049, "42000");
+/// ER_SERVER_SHUTDOWN.
+pub const SHUTDOWN: ErrorCode = code(1053, "08S01");
+/// ER_NO_SUCH_THREAD: KILL of an unknown connection id.
+pub const NO_SUCH_THREAD: ErrorCode = code(1094, "HY000");
+/// ER_KILL_DENIED_ERROR: KILL of a connection that is not yours.
+pub const KILL_DENIED: ErrorCode = code(1095, "HY000");
+/// ER_NET_PACKET_TOO_LARGE: larger than max_allowed_packet.
+pub const NET_PACKET_TOO_LARGE: ErrorCode = code(1153, "08S01");
+/// ER_NET_PACKETS_OUT_OF_ORDER.
+pub const NET_PACKETS_OUT_OF_ORDER: ErrorCode = code(1156, "08S01");
+/// ER_NET_READ_INTERRUPTED: client read timeout.
+pub const NET_READ_INTERRUPTED: ErrorCode = code(1159, "08S01");
+/// ER_NOT_SUPPORTED_YET.
+pub const NOT_SUPPORTED: ErrorCode = code(1235, "42000");
+/// ER_UNKNOWN_STMT_HANDLER: unknown prepared statement id.
+pub const UNKNOWN_STMT_HANDLER: ErrorCode = code(1243, "HY000");
+/// ER_QUERY_INTERRUPTED: the statement was killed.
+pub const QUERY_INTERRUPTED: ErrorCode = code(1317, "70100");
+/// CR_CONN_HOST_ERROR: the backend cannot be reached.
+pub const CANT_CONNECT: ErrorCode = code(2003, "HY000");
+/// CR_SERVER_LOST: the backend connection broke during a statement.
+pub const LOST_CONNECTION: ErrorCode = code(2013, "HY000");
+/// sluice: no execution slot became free within the queue timeout.
+pub const QUEUE_TIMEOUT: ErrorCode = code(9001, "HY000");
+/// sluice: too many clients are already waiting for a slot.
+pub const OVERLOADED: ErrorCode = code(9002, "HY000");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sql_states_are_five_ascii_characters() {
+        for c in [
+            CON_COUNT,
+            HANDSHAKE,
+            ACCESS_DENIED,
+            UNKNOWN_COM,
+            BAD_DB,
+            SHUTDOWN,
+            NO_SUCH_THREAD,
+            KILL_DENIED,
+            NET_PACKET_TOO_LARGE,
+            NET_PACKETS_OUT_OF_ORDER,
+            NET_READ_INTERRUPTED,
+            NOT_SUPPORTED,
+            UNKNOWN_STMT_HANDLER,
+            QUERY_INTERRUPTED,
+            CANT_CONNECT,
+            LOST_CONNECTION,
+            QUEUE_TIMEOUT,
+            OVERLOADED,
+        ] {
+            assert_eq!(c.sql_state.len(), 5, "{c:?}");
+            assert!(
+                c.sql_state.bytes().all(|b| b.is_ascii_alphanumeric()),
+                "{c:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,406 @@
+//! OK packets (0x00, and the 0xFE result-set terminator under CLIENT_DEPRECATE_EOF), with the
+//! session-state information of CLIENT_SESSION_TRACK.
+//!
+//! Spec: <https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_basic_ok_packet.html>,
+//! <https://dev.mysql.com/doc/dev/mysql-server/latest/mysql__com_8h.html> (enum_session_state_type),
+//! <https://mariadb.com/kb/en/ok_packet/>.
+//!
+//! Backends always run with CLIENT_SESSION_TRACK; `strip_session_track` rewrites their OKs for
+//! clients that did not negotiate it.
+
+use bytes::{BufMut, BytesMut};
+
+use super::buf::{put_lenenc_bytes, put_lenenc_int, Reader};
+use super::error::{Error, Result};
+use super::flags::{Capabilities, StatusFlags};
+
+const OK_HEADER: u8 = 0x00;
+const TERMINATOR_HEADER: u8 = 0xFE;
+/// Header, two 1-byte lenenc ints, status and warnings.
+const MIN_OK_LEN: usize = 7;
+
+const TRACK_SYSTEM_VARIABLES: u8 = 0;
+const TRACK_SCHEMA: u8 = 1;
+const TRACK_STATE_CHANGE: u8 = 2;
+const TRACK_GTIDS: u8 = 3;
+const TRACK_TRANSACTION_CHARACTERISTICS: u8 = 4;
+const TRACK_TRANSACTION_STATE: u8 = 5;
+
+/// One entry of the session-state block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionStateChange {
+    SystemVariable {
+        name: Vec<u8>,
+        value: Vec<u8>,
+    },
+    Schema(Vec<u8>),
+    /// Some state changed that has no entry of its own (user variables, temporary tables, ...).
+    StateChanged,
+    Gtids(Vec<u8>),
+    TransactionCharacteristics(Vec<u8>),
+    TransactionState(Vec<u8>),
+    /// An entry type this version does not know; its data is skipped (and not re-encoded).
+    Unknown(u8),
+}
+
+/// An OK packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OkPacket {
+    /// 0x00, or 0xFE for the end of a result set under CLIENT_DEPRECATE_EOF.
+    pub header: u8,
+    pub affected_rows: u64,
+    pub last_insert_id: u64,
+    pub status: StatusFlags,
+    pub warnings: u16,
+    pub info: Vec<u8>,
+    pub session_state: Vec<SessionStateChange>,
+}
+
+impl OkPacket {
+    pub fn new(status: StatusFlags) -> Self {
+        OkPacket {
+            header: OK_HEADER,
+            affected_rows: 0,
+            last_insert_id: 0,
+            status,
+            warnings: 0,
+            info: Vec::new(),
+            session_state: Vec::new(),
+        }
+    }
+
+    pub fn decode(payload: &[u8], caps: Capabilities) -> Result<Self> {
+        let mut r = Reader::named(payload, "OK packet");
+        let header = r.u8()?;
+        if header != OK_HEADER && header != TERMINATOR_HEADER {
+            return Err(Error::Malformed {
+                what: "OK packet header",
+            });
+        }
+        let mut ok = OkPacket::new(StatusFlags::empty());
+        ok.header = header;
+        ok.affected_rows = r.lenenc_int()?;
+        ok.last_insert_id = r.lenenc_int()?;
+        if caps.contains(Capabilities::CLIENT_PROTOCOL_41) {
+            ok.status = StatusFlags::from_bits_truncate(r.u16()?);
+            ok.warnings = r.u16()?;
+        } else if caps.contains(Capabilities::CLIENT_TRANSACTIONS) {
+            ok.status = StatusFlags::from_bits_truncate(r.u16()?);
+        }
+        if !caps.contains(Capabilities::CLIENT_SESSION_TRACK) {
+            ok.info = r.rest().to_vec();
+            return Ok(ok);
+        }
+        // Servers omit the info string when it is empty and nothing changed.
+        if r.is_empty() {
+            return Ok(ok);
+        }
+        ok.info = r.lenenc_bytes()?.to_vec();
+        if ok
+            .status
+            .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
+            && !r.is_empty()
+        {
+            // Lenient by design: a state block we cannot fully parse must not cost the
+            // caller the status flags, so keep what parsed and drop the rest.
+            let _ = decode_state_block(&mut r, &mut ok.session_state);
+        }
+        Ok(ok)
+    }
+
+    /// Writes the payload (no header). Without CLIENT_SESSION_TRACK in `caps` the state block
+    /// is dropped and SERVER_SESSION_STATE_CHANGED cleared, as such clients expect.
+    pub fn encode(&self, caps: Capabilities, out: &mut BytesMut) {
+        let track = caps.contains(Capabilities::CLIENT_SESSION_TRACK);
+        let mut status = self.status;
+        if !track {
+            status.remove(StatusFlags::SERVER_SESSION_STATE_CHANGED);
+        }
+        out.put_u8(self.header);
+        put_lenenc_int(out, self.affected_rows);
+        put_lenenc_int(out, self.last_insert_id);
+        if caps.contains(Capabilities::CLIENT_PROTOCOL_41) {
+            out.put_u16_le(status.bits());
+            out.put_u16_le(self.warnings);
+        } else if caps.contains(Capabilities::CLIENT_TRANSACTIONS) {
+            out.put_u16_le(status.bits());
+        }
+        if !track {
+            out.put_slice(&self.info);
+            return;
+        }
+        let changed = status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED);
+        if changed || !self.info.is_empty() {
+            put_lenenc_bytes(out, &self.info);
+        }
+        if changed {
+            let mut block = BytesMut::new();
+            for change in &self.session_state {
+                encode_change(change, &mut block);
+            }
+            put_lenenc_bytes(out, &block);
+        }
+    }
+}
+
+/// Rewrite an OK payload the backend encoded WITH CLIENT_SESSION_TRACK into what a client that did not negotiate it
+/// expects (info as string<EOF>, no session-state block, SESSION_STATE_CHANGED flag cleared).
+pub fn strip_session_track(payload: &[u8], out: &mut BytesMut) -> Result<()> {
+    let from = Capabilities::CLIENT_PROTOCOL_41 | Capabilities::CLIENT_SESSION_TRACK;
+    let ok = OkPacket::decode(payload, from)?;
+    ok.encode(Capabilities::CLIENT_PROTOCOL_41, out);
+    Ok(())
+}
+
+/// Is this the first packet of a response and an OK? (0x00 and at least 7 bytes.) Only
+/// meaningful where a row cannot appear: a text row may also start with 0x00.
+pub fn is_ok(payload: &[u8]) -> bool {
+    payload.first() == Some(&OK_HEADER) && payload.len() >= MIN_OK_LEN
+}
+
+/// Is this the OK-format 0xFE terminator that ends a result set under CLIENT_DEPRECATE_EOF?
+/// A row can start with 0xFE only when it is at least 16 MiB long.
+pub fn is_ok_terminator(payload: &[u8]) -> bool {
+    payload.first() == Some(&TERMINATOR_HEADER)
+        && payload.len() >= MIN_OK_LEN
+        && payload.len() < super::frame::MAX_CHUNK
+}
+
+fn decode_state_block(r: &mut Reader<'_>, out: &mut Vec<SessionStateChange>) -> Result<()> {
+    let mut block = Reader::named(r.lenenc_bytes()?, "session state");
+    while !block.is_empty() {
+        let kind = block.u8()?;
+        let mut data = Reader::named(block.lenenc_bytes()?, "session state entry");
+        match kind {
+            // MySQL and MariaDB send one entry per variable; tolerate several pairs in one.
+            TRACK_SYSTEM_VARIABLES => {
+                while !data.is_empty() {
+                    let name = data.lenenc_bytes()?.to_vec();
+                    let value = data.lenenc_bytes()?.to_vec();
+                    out.push(SessionStateChange::SystemVariable { name, value });
+                }
+            }
+            TRACK_SCHEMA => out.push(SessionStateChange::Schema(data.lenenc_bytes()?.to_vec())),
+            // The data is "1" (MariaDB and MySQL send it bare, the docs say lenenc); either way
+            // the entry only says "something changed".
+            TRACK_STATE_CHANGE => out.push(SessionStateChange::StateChanged),
+            TRACK_GTIDS => {
+                data.u8()?; // encoding specification, always 0
+                out.push(SessionStateChange::Gtids(data.lenenc_bytes()?.to_vec()));
+            }
+            TRACK_TRANSACTION_CHARACTERISTICS => {
+                out.push(SessionStateChange::TransactionCharacteristics(
+                    data.lenenc_bytes()?.to_vec(),
+                ));
+            }
+            TRACK_TRANSACTION_STATE => {
+                out.push(SessionStateChange::TransactionState(
+                    data.lenenc_bytes()?.to_vec(),
+                ));
+            }
+            other => out.push(SessionStateChange::Unknown(other)),
+        }
+    }
+    Ok(())
+}
+
+fn encode_change(change: &SessionStateChange, out: &mut BytesMut) {
+    let mut data = BytesMut::new();
+    let kind = match change {
+        SessionStateChange::SystemVariable { name, value } => {
+            put_lenenc_bytes(&mut data, name);
+            put_lenenc_bytes(&mut data, value);
+            TRACK_SYSTEM_VARIABLES
+        }
+        SessionStateChange::Schema(schema) => {
+            put_lenenc_bytes(&mut data, schema);
+            TRACK_SCHEMA
+        }
+        SessionStateChange::StateChanged => {
+            data.put_u8(b'1');
+            TRACK_STATE_CHANGE
+        }
+        SessionStateChange::Gtids(gtids) => {
+            data.put_u8(0);
+            put_lenenc_bytes(&mut data, gtids);
+            TRACK_GTIDS
+        }
+        SessionStateChange::TransactionCharacteristics(s) => {
+            put_lenenc_bytes(&mut data, s);
+            TRACK_TRANSACTION_CHARACTERISTICS
+        }
+        SessionStateChange::TransactionState(s) => {
+            put_lenenc_bytes(&mut data, s);
+            TRACK_TRANSACTION_STATE
+        }
+        SessionStateChange::Unknown(_) => return,
+    };
+    out.put_u8(kind);
+    put_lenenc_bytes(out, &data);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::testutil::hex;
+
+    fn backend_caps() -> Capabilities {
+        Capabilities::CLIENT_PROTOCOL_41
+            | Capabilities::CLIENT_SESSION_TRACK
+            | Capabilities::CLIENT_DEPRECATE_EOF
+    }
+
+    /// MariaDB 10.11 answering `USE mysql` with session tracking on: schema + state change.
+    const USE_MYSQL: &str = "00000002400000000b0106056d7973716c020131";
+    /// MariaDB 10.11 answering `SET SESSION session_track_system_variables='*', ...`: two
+    /// system-variable entries, a state change and a transaction-state entry.
+    const SET_TRACKING: &str = "00000002400000005800211e73657373696f6e5f747261636b5f73797374656d\
+        5f7661726961626c6573012a00251e73657373696f6e5f747261636b5f7472616e73616374696f6e5f696e666f\
+        0553544154450201310509085f5f5f5f5f5f5f5f";
+    /// MariaDB 10.11 after `LOAD DATA LOCAL INFILE`: an info string and no state block.
+    const LOAD_DATA_OK: &str = "000000020000002f5265636f7264733a2030202044656c657465643a20302020\
+        536b69707065643a203020205761726e696e67733a2030";
+
+    /// A MySQL 8.0 OK written from the docs: 1 affected row, last id 5, IN_TRANS|AUTOCOMMIT|
+    /// SESSION_STATE_CHANGED, schema "test", `autocommit=ON`, `sql_mode=''` in one entry
+    /// (two pairs), GTID, characteristics and state.
+    const MYSQL8_OK: &[u8] = &[
+        0x00, 0x01, 0x05, 0x03, 0x40, 0x00, 0x00, // header, rows, id, status, warnings
+        0x00, // info ""
+        0x41, // state block: 65 bytes
+        0x01, 0x05, 0x04, b't', b'e', b's', b't', // SCHEMA "test"
+        0x00, 0x18, 0x0a, b'a', b'u', b't', b'o', b'c', b'o', b'm', b'm', b'i', b't', 0x02, b'O',
+        b'N', 0x08, b's', b'q', b'l', b'_', b'm', b'o', b'd', b'e', 0x00, // two variables
+        0x03, 0x06, 0x00, 0x04, b'a', b':', b'1', b'5', // GTIDS "a:15"
+        0x04, 0x08, 0x07, b'S', b'T', b'A', b'R', b'T', b' ', b'T', // characteristics
+        0x05, 0x09, 0x08, b'T', b'_', b'_', b'_', b'_', b'_', b'W', b'_', // transaction state
+        0x02, 0x01, b'1', // state changed
+    ];
+
+    #[test]
+    fn decodes_mariadb_schema_change() {
+        let ok = OkPacket::decode(&hex(USE_MYSQL), backend_caps()).unwrap();
+        assert_eq!(ok.status.bits(), 0x4002);
+        assert_eq!(
+            ok.session_state,
+            vec![
+                SessionStateChange::Schema(b"mysql".to_vec()),
+                SessionStateChange::StateChanged
+            ]
+        );
+        let mut out = BytesMut::new();
+        ok.encode(backend_caps(), &mut out);
+        assert_eq!(&out[..], &hex(USE_MYSQL)[..]);
+    }
+
+    #[test]
+    fn decodes_mariadb_system_variables_and_transaction_state() {
+        let ok = OkPacket::decode(&hex(SET_TRACKING), backend_caps()).unwrap();
+        assert_eq!(ok.session_state.len(), 4);
+        assert_eq!(
+            ok.session_state[0],
+            SessionStateChange::SystemVariable {
+                name: b"session_track_system_variables".to_vec(),
+                value: b"*".to_vec()
+            }
+        );
+        assert_eq!(
+            ok.session_state[3],
+            SessionStateChange::TransactionState(b"________".to_vec())
+        );
+        let mut out = BytesMut::new();
+        ok.encode(backend_caps(), &mut out);
+        assert_eq!(&out[..], &hex(SET_TRACKING)[..]);
+    }
+
+    #[test]
+    fn decodes_mysql8_state_block() {
+        let ok = OkPacket::decode(MYSQL8_OK, backend_caps()).unwrap();
+        assert_eq!((ok.affected_rows, ok.last_insert_id), (1, 5));
+        assert!(ok.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS));
+        use SessionStateChange::*;
+        assert_eq!(
+            ok.session_state,
+            vec![
+                Schema(b"test".to_vec()),
+                SystemVariable {
+                    name: b"autocommit".to_vec(),
+                    value: b"ON".to_vec()
+                },
+                SystemVariable {
+                    name: b"sql_mode".to_vec(),
+                    value: Vec::new()
+                },
+                Gtids(b"a:15".to_vec()),
+                TransactionCharacteristics(b"START T".to_vec()),
+                TransactionState(b"T_____W_".to_vec()),
+                StateChanged,
+            ]
+        );
+    }
+
+    #[test]
+    fn strips_session_track_for_old_clients() {
+        let mut out = BytesMut::new();
+        strip_session_track(&hex(USE_MYSQL), &mut out).unwrap();
+        assert_eq!(&out[..], &[0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]);
+        out.clear();
+        strip_session_track(&hex(LOAD_DATA_OK), &mut out).unwrap();
+        let mut expected = hex("00000002000000");
+        expected.extend_from_slice(b"Records: 0  Deleted: 0  Skipped: 0  Warnings: 0");
+        assert_eq!(&out[..], &expected[..]);
+        // The OK-0xFE terminator keeps its header.
+        out.clear();
+        strip_session_track(&hex("fe000002400000000b0106056d7973716c020131"), &mut out).unwrap();
+        assert_eq!(&out[..], &[0xfe, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]);
+    }
+
+    #[test]
+    fn minimal_ok_without_info_under_session_track() {
+        let ok = OkPacket::decode(&[0, 0, 0, 2, 0, 0, 0], backend_caps()).unwrap();
+        assert_eq!(ok, OkPacket::new(StatusFlags::SERVER_STATUS_AUTOCOMMIT));
+        let mut out = BytesMut::new();
+        ok.encode(backend_caps(), &mut out);
+        assert_eq!(&out[..], &[0, 0, 0, 2, 0, 0, 0]);
+    }
+
+    #[test]
+    fn broken_state_block_keeps_the_flags() {
+        // The block claims 11 bytes but only 5 follow.
+        let raw = hex("00000003400000000b0109056d7973");
+        let ok = OkPacket::decode(&raw, backend_caps()).unwrap();
+        assert!(ok.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS));
+        assert!(ok.session_state.is_empty());
+        // The second entry claims 7 bytes but only 4 follow: the first one is kept.
+        let raw = hex("0000000340000000090201310107056d7973");
+        let ok = OkPacket::decode(&raw, backend_caps()).unwrap();
+        assert_eq!(ok.session_state, vec![SessionStateChange::StateChanged]);
+    }
+
+    #[test]
+    fn cheap_checks() {
+        assert!(is_ok(&hex(USE_MYSQL)));
+        assert!(!is_ok(&[0x00, 0x01]));
+        assert!(is_ok_terminator(&[0xfe, 0, 0, 2, 0, 0, 0]));
+        assert!(!is_ok_terminator(&[0xfe, 0, 0, 2, 0]));
+        assert!(!is_ok(&[0xff, 0, 0, 0, 0, 0, 0]));
+    }
+
+    #[test]
+    fn no_prefix_panics() {
+        for sample in [
+            hex(USE_MYSQL),
+            hex(SET_TRACKING),
+            hex(LOAD_DATA_OK),
+            MYSQL8_OK.to_vec(),
+        ] {
+            for end in 0..sample.len() {
+                let _ = OkPacket::decode(&sample[..end], backend_caps());
+                let _ = strip_session_track(&sample[..end], &mut BytesMut::new());
+            }
+            for end in 0..MIN_OK_LEN {
+                assert!(OkPacket::decode(&sample[..end], backend_caps()).is_err());
+            }
+        }
+    }
+}

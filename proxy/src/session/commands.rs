@@ -1,0 +1,363 @@
+//! Per-command handling: which commands sluice answers itself (PING, RESET_CONNECTION,
+//! CHANGE_USER, KILL), which it refuses, which it relays, and what a finished statement
+//! changes in the session.
+
+use std::sync::atomic::Ordering;
+
+use bytes::{Bytes, BytesMut};
+
+use super::{framed, Flow, Session, Step};
+use crate::classify::{classify, Classification, KillTarget};
+use crate::conn::backend::{query_payload, BackendConn, Health, MovableState, PoolKey};
+use crate::protocol::frame::LogicalSpan;
+use crate::protocol::{
+    auth, ChangeUser, Command, ErrPacket, ResponseKind, ResponseSummary, SessionStateChange, StatusFlags,
+};
+use crate::stats::{ClientCloseReason, PinReason};
+
+impl Session {
+    /// Routes one command. `packet` holds its raw bytes (headers included).
+    pub(super) async fn dispatch(&mut self, packet: Bytes, span: LogicalSpan) -> Step {
+        let payload = crate::protocol::frame::payload(&packet, &span);
+        let cmd = match Command::parse(&payload) {
+            Ok(cmd) => cmd,
+            Err(e) => {
+                let msg = format!("Malformed command packet ({e}); the session continues");
+                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes())).await?;
+                return Ok(Flow::Continue);
+            }
+        };
+        match cmd {
+            Command::Quit => Ok(Flow::Quit),
+            Command::Ping => self.ok_reply().await,
+            Command::ResetConnection => self.reset_connection().await,
+            Command::ChangeUser(body) => {
+                let body = body.to_vec();
+                self.change_user(&body).await
+            }
+            Command::ProcessKill(id) => self.kill(KillTarget::Connection(u64::from(id))).await,
+            Command::SetOption(_) => {
+                // Toggles multi-statements on the backend connection: not movable state.
+                self.pin(PinReason::UntrackedState);
+                self.statement(&packet, ResponseKind::Simple, None).await
+            }
+            Command::Query(sql) => {
+                let class = classify(sql);
+                if let Some(target) = class.kill {
+                    return self.kill(target).await;
+                }
+                self.statement(&packet, ResponseKind::Query, Some(&class)).await
+            }
+            Command::StmtClose(_) => {
+                // No response. Statements live on the pinned backend; without one there is
+                // nothing to close.
+                if self.backend.is_none() {
+                    return Ok(Flow::Continue);
+                }
+                let step = self.statement(&packet, ResponseKind::None, None).await;
+                self.statement_closed();
+                self.release_if_possible();
+                step
+            }
+            Command::StmtSendLongData { .. } => {
+                if self.backend.is_some() {
+                    self.statement(&packet, ResponseKind::None, None).await
+                } else {
+                    Ok(Flow::Continue)
+                }
+            }
+            Command::Unsupported(code) => {
+                let msg = format!(
+                    "sluice does not support {code:?} (replication and administrative protocol commands \
+                     must go to the MySQL server directly); the session continues"
+                );
+                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes())).await?;
+                Ok(Flow::Continue)
+            }
+            Command::Unknown(byte) => {
+                let msg = format!("Unknown command 0x{byte:02x}; the session continues");
+                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes())).await?;
+                Ok(Flow::Continue)
+            }
+            other => {
+                let kind = other.response_kind();
+                self.statement(&packet, kind, None).await
+            }
+        }
+    }
+
+    /// What a finished statement changed: transaction status, movable state, pins, locks.
+    pub(super) fn after_statement(
+        &mut self,
+        summary: &ResponseSummary,
+        class: Option<&Classification>,
+        kind: ResponseKind,
+    ) {
+        if let Some(status) = summary.status {
+            self.state.status = status;
+        }
+        let Some(backend) = self.backend.as_mut() else { return };
+        backend.statements += 1;
+        backend.state.apply(&summary.state_changes);
+        self.state.movable.apply(&summary.state_changes);
+        let mut pins = Vec::new();
+        if let Some(class) = class {
+            self.apply_locks(class, summary.error.is_none(), &mut pins);
+            pins.extend(class_pins(class));
+        }
+        if has_unexplained_change(&summary.state_changes, class) {
+            pins.push(PinReason::UntrackedState);
+        }
+        if kind == ResponseKind::Prepare && summary.prepare_ok.is_some() {
+            self.state.prepared += 1;
+            pins.push(PinReason::PreparedStatement);
+        }
+        if summary.status.is_some_and(|s| s.contains(StatusFlags::SERVER_STATUS_CURSOR_EXISTS)) {
+            pins.push(PinReason::Cursor);
+        }
+        for reason in pins {
+            self.pin(reason);
+        }
+        if let Some(backend) = self.backend.as_mut() {
+            backend.health = if self.state.needs_backend() { Health::Dirty } else { Health::Clean };
+        }
+    }
+
+    fn apply_locks(&mut self, class: &Classification, succeeded: bool, pins: &mut Vec<PinReason>) {
+        let e = &class.effects;
+        if e.get_lock > 0 {
+            self.state.named_locks += u32::from(e.get_lock);
+            pins.push(PinReason::NamedLock);
+        }
+        if e.release_all_locks {
+            self.state.named_locks = 0;
+        } else if e.release_lock > 0 {
+            self.state.named_locks = self.state.named_locks.saturating_sub(u32::from(e.release_lock));
+        }
+        if succeeded && (e.lock_tables || e.flush_with_read_lock || e.lock_instance) {
+            self.state.table_locks = true;
+            pins.push(PinReason::TableLock);
+        }
+        if e.unlock_tables {
+            self.state.table_locks = false;
+        }
+    }
+
+    pub(super) fn pin(&mut self, reason: PinReason) {
+        if self.state.pin(reason) {
+            self.ctx.stats.pinned(reason);
+            self.reg.info.set_pin(self.state.pin_reason());
+            tracing::debug!(client = self.reg.info.id, %reason, "session pinned to its backend");
+        }
+    }
+
+    /// COM_STMT_CLOSE: when the last prepared statement is closed, that pin goes.
+    fn statement_closed(&mut self) {
+        self.state.prepared = self.state.prepared.saturating_sub(1);
+        if self.state.prepared == 0 {
+            self.state.unpin(PinReason::PreparedStatement);
+            self.reg.info.set_pin(self.state.pin_reason());
+        }
+    }
+
+    async fn ok_reply(&mut self) -> Step {
+        self.send_ok(1).await.map_err(|_| ClientCloseReason::Eof)?;
+        Ok(Flow::Continue)
+    }
+
+    /// COM_RESET_CONNECTION: a fresh session on the same login. The backend that carried the
+    /// old state is reset by the pool before anyone else gets it.
+    async fn reset_connection(&mut self) -> Step {
+        self.drop_session_state();
+        self.ok_reply().await
+    }
+
+    fn drop_session_state(&mut self) {
+        if let Some(b) = self.backend.as_mut() {
+            if b.health == Health::Clean && self.state.needs_backend() {
+                b.health = Health::Dirty;
+            }
+        }
+        self.backend = None;
+        self.state.reset();
+        self.reg.info.set_pin(None);
+        self.release_if_possible();
+    }
+
+    /// COM_CHANGE_USER: re-authenticate against sluice's user list (always through an auth
+    /// switch with a fresh nonce), then start a fresh session for the new user.
+    async fn change_user(&mut self, body: &[u8]) -> Step {
+        let Ok(req) = ChangeUser::decode(body, self.caps) else {
+            self.reply_err(1, &ErrPacket::new(1043, "08S01", b"Bad COM_CHANGE_USER packet")).await?;
+            return Ok(Flow::Continue);
+        };
+        let config = self.ctx.config();
+        let user = config.find_user(&req.user).cloned();
+        let nonce = auth::random_nonce();
+        let plugin = auth::NATIVE;
+        let mut data = nonce.to_vec();
+        data.push(0);
+        let mut out = BytesMut::new();
+        crate::protocol::AuthSwitchRequest { plugin: plugin.as_bytes().to_vec(), data }.encode(&mut out);
+        let seq = self.client.send_packet(1, &out).await.map_err(|_| ClientCloseReason::Eof)?;
+        let span = self
+            .client
+            .expect_packet()
+            .await
+            .map_err(|_| ClientCloseReason::Eof)?;
+        let response = self.client.payload(&span).into_owned();
+        let seq = span.last_seq.wrapping_add(1).max(seq);
+        self.client.consume(&span);
+        let verified = user.as_ref().is_some_and(|u| {
+            if u.password.is_native_hash() {
+                auth::native_verify_hash(&nonce, u.password.expose(), &response)
+            } else {
+                auth::native_verify(&nonce, u.password.expose().as_bytes(), &response)
+            }
+        });
+        let Some(user) = user.filter(|_| verified) else {
+            let host = self.client.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+            let msg = format!(
+                "Access denied for user '{}'@'{}' (using password: {})",
+                String::from_utf8_lossy(&req.user),
+                host,
+                if response.is_empty() { "NO" } else { "YES" }
+            );
+            self.reply_err(seq, &ErrPacket::new(1045, "28000", msg.as_bytes())).await?;
+            return Ok(Flow::Continue);
+        };
+        self.drop_session_state();
+        self.target = crate::context::backend_target(&config, &user);
+        let collation = req.collation.map(|c| c as u8).unwrap_or(self.key.collation);
+        self.key = PoolKey { user: std::sync::Arc::from(self.target.user.as_str()), caps: self.key.caps, collation };
+        if let Ok(mut u) = self.reg.info.user.lock() {
+            u.clone_from(&user.name);
+        }
+        self.user = user;
+        self.state.movable = MovableState::default();
+        if let Some(db) = req.database.filter(|d| !d.is_empty()) {
+            if let Err(err) = self.select_database(db).await {
+                self.reply_err(seq, &err).await?;
+                return Ok(Flow::Continue);
+            }
+        }
+        self.send_ok(seq).await.map_err(|_| ClientCloseReason::Eof)?;
+        Ok(Flow::Continue)
+    }
+
+    /// Makes `db` the session's schema after checking it on a backend (1049 if unknown).
+    pub(super) async fn select_database(&mut self, db: Vec<u8>) -> Result<(), ErrPacket> {
+        let result = async {
+            self.acquire().await?;
+            let Some(b) = self.backend.as_mut() else { return Ok(()) };
+            let mut payload = vec![0x02];
+            payload.extend_from_slice(&db);
+            match b.run_simple(&payload).await {
+                Ok(Ok(_)) => {
+                    b.state.schema = Some(db.clone());
+                    self.state.movable.schema = Some(db.clone());
+                    Ok(())
+                }
+                Ok(Err(err)) => Err(err),
+                Err(e) => {
+                    b.health = Health::Broken;
+                    self.backend = None;
+                    Err(ErrPacket::new(2013, "HY000", format!("Lost connection to backend: {e}").as_bytes()))
+                }
+            }
+        }
+        .await;
+        self.release_if_possible();
+        result
+    }
+
+    /// KILL [QUERY|CONNECTION] id, where id is a sluice connection id. The running statement
+    /// (on whichever backend) is killed through a separate control connection.
+    async fn kill(&mut self, target: KillTarget) -> Step {
+        let (id, whole) = match target {
+            KillTarget::Query(id) => (id, false),
+            KillTarget::Connection(id) => (id, true),
+        };
+        let victim = u32::try_from(id).ok().and_then(|id| self.ctx.registry.get(id));
+        let Some(victim) = victim.filter(|v| v.user() == self.user.name) else {
+            let msg = format!("Unknown thread id: {id}");
+            self.reply_err(1, &ErrPacket::new(1094, "HY000", msg.as_bytes())).await?;
+            return Ok(Flow::Continue);
+        };
+        let thread = victim.backend_thread.load(Ordering::Relaxed);
+        if thread != 0 && victim.id != self.reg.info.id {
+            if let Err(e) = kill_backend_query(&self.target, &self.key, thread).await {
+                tracing::warn!(client = self.reg.info.id, "KILL QUERY on backend failed: {e}");
+            }
+        }
+        if whole {
+            victim.kill.cancel();
+            if victim.id == self.reg.info.id {
+                self.reply_err(1, &ErrPacket::new(1927, "70100", b"Connection was killed")).await?;
+                return Err(ClientCloseReason::Killed);
+            }
+        }
+        self.ok_reply().await
+    }
+}
+
+/// Opens a short-lived connection to the backend and kills one server thread's statement.
+async fn kill_backend_query(
+    target: &crate::conn::BackendTarget,
+    key: &PoolKey,
+    thread: u32,
+) -> Result<(), crate::conn::Error> {
+    let mut control = BackendConn::connect(target, key.clone()).await?;
+    let sql = format!("KILL QUERY {thread}");
+    match control.run_simple(&query_payload(sql.as_bytes())).await? {
+        Ok(_) => Ok(()),
+        Err(e) => Err(crate::conn::Error::Server(e)),
+    }
+}
+
+/// State changes the classifier says cannot move.
+fn class_pins(class: &Classification) -> Vec<PinReason> {
+    let e = &class.effects;
+    let mut pins = Vec::new();
+    if e.user_variable {
+        pins.push(PinReason::UserVariable);
+    }
+    if e.temporary_table {
+        pins.push(PinReason::TemporaryTable);
+    }
+    if e.sql_prepare {
+        pins.push(PinReason::SqlPrepare);
+    }
+    if e.found_rows {
+        pins.push(PinReason::FoundRows);
+    }
+    if e.unknown_set || e.session_track_change || e.set_role_or_auth {
+        pins.push(PinReason::UnknownSet);
+    }
+    if e.set_transaction_next {
+        pins.push(PinReason::NextTransaction);
+    }
+    if e.handler_open {
+        pins.push(PinReason::Handler);
+    }
+    pins
+}
+
+/// The server says session state changed, but nothing it reported (schema, variables)
+/// and nothing the classifier recognised explains it.
+fn has_unexplained_change(changes: &[SessionStateChange], class: Option<&Classification>) -> bool {
+    let changed = changes.iter().any(|c| matches!(c, SessionStateChange::StateChanged));
+    if !changed {
+        return false;
+    }
+    let explained_by_report = changes
+        .iter()
+        .any(|c| matches!(c, SessionStateChange::SystemVariable { .. } | SessionStateChange::Schema(_)));
+    let explained_by_class = class.is_some_and(|c| !class_pins(c).is_empty() || c.effects.get_lock > 0);
+    !(explained_by_report || explained_by_class)
+}
+
+/// A COM_QUERY packet for sluice's own statements.
+pub fn query_packet(sql: &[u8]) -> Bytes {
+    framed(&query_payload(sql))
+}

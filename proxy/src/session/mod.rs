@@ -1,0 +1,461 @@
+//! One client session, from accept to close: read a command, run it on a backend (taking an
+//! execution slot and a backend only for as long as the rules in `state` require), relay the
+//! answer, and decide what to keep.
+
+pub mod commands;
+pub mod registry;
+pub mod relay;
+pub mod replay;
+pub mod state;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use tokio::net::TcpStream;
+
+use crate::classify::Classification;
+use crate::config::UserConfig;
+use crate::conn::backend::{BackendTarget, Health, PoolKey};
+use crate::conn::client::{send_err, ClientHello, HandshakeError};
+use crate::conn::{self, PacketStream};
+use crate::context::{backend_target, Context};
+use crate::pool::{self, PooledBackend, Slot};
+use crate::protocol::{flags, Capabilities, ErrPacket, OkPacket, ResponseKind};
+use crate::stats::{ClientCloseReason, Stats};
+use registry::{ClientPhase, Registration};
+use relay::{relay, RelayError, RelayOptions};
+use state::SessionState;
+
+/// What the loop does after a command.
+pub enum Flow {
+    Continue,
+    Quit,
+}
+
+/// `Err` ends the session for the given reason.
+pub type Step = Result<Flow, ClientCloseReason>;
+
+pub struct Session {
+    ctx: Arc<Context>,
+    client: PacketStream,
+    /// Capabilities negotiated with the client.
+    caps: Capabilities,
+    user: UserConfig,
+    key: PoolKey,
+    target: BackendTarget,
+    state: SessionState,
+    slot: Option<Slot>,
+    backend: Option<PooledBackend>,
+    reg: Registration,
+}
+
+/// Serves one accepted socket until the client leaves.
+pub async fn serve(ctx: Arc<Context>, socket: TcpStream) {
+    let config = ctx.config();
+    let addr = socket.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let mut client = PacketStream::new(socket, config.max_allowed_packet as usize);
+    Stats::incr(&ctx.stats.clients_accepted);
+    let Some(reg) = ctx.registry.register(addr.clone(), config.max_client_connections) else {
+        let msg = format!(
+            "Too many connections: sluice accepts at most max_client_connections={} clients",
+            config.max_client_connections
+        );
+        send_err(&mut client, 0, &ErrPacket::new(1040, "08004", msg.as_bytes())).await;
+        ctx.stats.client_closed(ClientCloseReason::TooManyClients);
+        return;
+    };
+    let id = reg.info.id;
+    let login = ctx.handshake.accept(&mut client, id, &config);
+    let hello = match tokio::time::timeout(config.client_login_timeout, login).await {
+        Ok(Ok(hello)) => hello,
+        Ok(Err(e)) => {
+            let reason = match e {
+                HandshakeError::Rejected("access denied") => ClientCloseReason::AuthFailed,
+                _ => ClientCloseReason::HandshakeFailed,
+            };
+            tracing::info!(client = id, %addr, %reason, "login failed: {e}");
+            ctx.stats.client_closed(reason);
+            return;
+        }
+        Err(_) => {
+            tracing::info!(client = id, %addr, "login timed out");
+            ctx.stats.client_closed(ClientCloseReason::LoginTimeout);
+            return;
+        }
+    };
+    tracing::info!(client = id, %addr, user = %hello.user.name, "client connected");
+    let reason = Session::new(ctx.clone(), client, hello.clone_meta(), reg).start(hello).await;
+    tracing::info!(client = id, %reason, "client disconnected");
+    ctx.stats.client_closed(reason);
+}
+
+impl ClientHello {
+    fn clone_meta(&self) -> (Capabilities, u8, UserConfig) {
+        (self.caps, self.collation, self.user.clone())
+    }
+}
+
+impl Session {
+    fn new(
+        ctx: Arc<Context>,
+        client: PacketStream,
+        (caps, collation, user): (Capabilities, u8, UserConfig),
+        reg: Registration,
+    ) -> Session {
+        let config = ctx.config();
+        let target = backend_target(&config, &user);
+        let key = PoolKey {
+            user: Arc::from(target.user.as_str()),
+            caps: (caps & flags::shaping_mask()).bits(),
+            collation,
+        };
+        if let Ok(mut u) = reg.info.user.lock() {
+            u.clone_from(&user.name);
+        }
+        Session {
+            ctx,
+            client,
+            caps,
+            user,
+            key,
+            target,
+            state: SessionState::new(None),
+            slot: None,
+            backend: None,
+            reg,
+        }
+    }
+
+    /// Finishes the login (checking the default database on a backend, as MySQL would) and
+    /// runs the command loop.
+    async fn start(mut self, hello: ClientHello) -> ClientCloseReason {
+        if let Some(db) = hello.database {
+            if let Err(err) = self.select_database(db).await {
+                send_err(&mut self.client, hello.next_seq, &err).await;
+                return ClientCloseReason::HandshakeFailed;
+            }
+        }
+        if self.send_ok(hello.next_seq).await.is_err() {
+            return ClientCloseReason::Eof;
+        }
+        self.reg.info.set_phase(ClientPhase::Idle);
+        self.run().await
+    }
+
+    /// The command loop. Shutdown and KILL CONNECTION end it between statements.
+    async fn run(&mut self) -> ClientCloseReason {
+        loop {
+            let stall = self.ctx.config().client_login_timeout;
+            let next = tokio::select! {
+                r = self.client.next_packet_within(stall) => r,
+                _ = self.ctx.shutdown.cancelled() => return self.goodbye(1053, "08S01",
+                    "Server shutdown in progress: sluice is stopping; reconnect to another instance").await,
+                _ = self.reg.info.kill.cancelled() => return self.goodbye(1927, "70100",
+                    "Connection was killed").await,
+            };
+            let span = match next {
+                Ok(Some(span)) => span,
+                Ok(None) => return ClientCloseReason::Eof,
+                Err(e) => return self.protocol_error(e).await,
+            };
+            if span.first_seq != 0 {
+                let msg = format!("Got packets out of order: a command must start with sequence id 0, got {}", span.first_seq);
+                return self.fatal(1156, "08S01", &msg, span.last_seq.wrapping_add(1)).await;
+            }
+            let packet = self.client.take(&span);
+            match self.dispatch(packet, span).await {
+                Ok(Flow::Continue) => {}
+                Ok(Flow::Quit) => return ClientCloseReason::Quit,
+                Err(reason) => return reason,
+            }
+        }
+    }
+
+    /// Runs one statement on a backend and relays its response.
+    async fn statement(&mut self, packet: &[u8], kind: ResponseKind, class: Option<&Classification>) -> Step {
+        self.reg.info.queries.fetch_add(1, Ordering::Relaxed);
+        Stats::incr(&self.ctx.stats.statements);
+        if let Err(err) = self.acquire().await {
+            self.release_if_possible();
+            self.reply_err(1, &err).await?;
+            return Ok(Flow::Continue);
+        }
+        let opts = RelayOptions {
+            strip_session_track: !self.caps.contains(Capabilities::CLIENT_SESSION_TRACK),
+            client_write_timeout: self.ctx.config().client_write_timeout,
+        };
+        let Some(backend) = self.backend.as_mut() else { return Ok(Flow::Continue) };
+        // Mid-response until proven otherwise: if this future is dropped now, the backend closes.
+        backend.health = Health::Broken;
+        self.reg.info.backend_thread.store(backend.thread_id, Ordering::Relaxed);
+        self.reg.info.set_phase(ClientPhase::Active);
+        let result = tokio::select! {
+            r = relay(&mut self.client, backend, packet, kind, &opts) => r,
+            _ = self.ctx.hard_stop.cancelled() => return Err(ClientCloseReason::Shutdown),
+        };
+        self.reg.info.backend_thread.store(0, Ordering::Relaxed);
+        match result {
+            Ok(summary) => {
+                self.after_statement(&summary, class, kind);
+                self.release_if_possible();
+                Ok(Flow::Continue)
+            }
+            Err(RelayError::Client(e)) => {
+                tracing::debug!(client = self.reg.info.id, "client failed mid-response: {e}");
+                Err(match e {
+                    conn::Error::Timeout(_) => ClientCloseReason::WriteTimeout,
+                    _ => ClientCloseReason::Eof,
+                })
+            }
+            Err(RelayError::Backend { error, next_seq }) => self.backend_lost(error, next_seq).await,
+        }
+    }
+
+    /// The backend died mid-statement. Without an open transaction or pinned state the
+    /// session goes on with a fresh backend next time; otherwise that state is gone, and the
+    /// client is disconnected just as MySQL would have done.
+    async fn backend_lost(&mut self, error: conn::Error, next_seq: u8) -> Step {
+        tracing::warn!(client = self.reg.info.id, backend = %self.target.addr, "backend lost mid-statement: {error}");
+        self.backend = None;
+        let lost_state = self.state.needs_backend();
+        self.state.reset_transaction();
+        self.release_if_possible();
+        let msg = format!(
+            "Lost connection to backend {} during query; {}",
+            self.target.addr,
+            if lost_state {
+                "the open transaction or session state is gone, reconnect"
+            } else {
+                "the statement may or may not have run, the next one gets a fresh backend"
+            }
+        );
+        self.reply_err(next_seq, &ErrPacket::new(2013, "HY000", msg.as_bytes())).await?;
+        if lost_state {
+            Err(ClientCloseReason::BackendLost)
+        } else {
+            Ok(Flow::Continue)
+        }
+    }
+
+    /// Takes an execution slot and a backend (if not held already) and brings the backend
+    /// to the session's movable state.
+    async fn acquire(&mut self) -> Result<(), ErrPacket> {
+        let config = self.ctx.config();
+        let deadline = Instant::now() + config.queue_timeout;
+        if self.slot.is_none() {
+            self.reg.info.set_phase(ClientPhase::Waiting);
+            self.wait_while_paused(deadline).await?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let slot = self.ctx.pool.acquire_slot(left).await.map_err(|e| self.pool_error(&e))?;
+            self.slot = Some(slot);
+        }
+        if self.backend.is_none() {
+            let b = self
+                .ctx
+                .pool
+                .checkout(&self.key, &self.state.movable, &self.target, deadline)
+                .await
+                .map_err(|e| self.pool_error(&e))?;
+            self.backend = Some(b);
+        }
+        self.sync_backend().await
+    }
+
+    async fn wait_while_paused(&self, deadline: Instant) -> Result<(), ErrPacket> {
+        let mut rx = self.ctx.paused.subscribe();
+        if !*rx.borrow() {
+            return Ok(());
+        }
+        let wait = async move { rx.wait_for(|paused| !*paused).await.map(|_| ()) };
+        match tokio::time::timeout_at(deadline.into(), wait).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(ErrPacket::new(
+                9001,
+                "HY000",
+                b"sluice is PAUSED and queue_timeout passed; RESUME it on the admin console, then retry",
+            )),
+        }
+    }
+
+    /// Replays schema and session variables onto the backend if it differs (one round trip).
+    async fn sync_backend(&mut self) -> Result<(), ErrPacket> {
+        let Some(b) = self.backend.as_mut() else { return Ok(()) };
+        if b.state == self.state.movable {
+            return Ok(());
+        }
+        let want = &self.state.movable;
+        if want.schema.is_none() && b.state.schema.is_some() {
+            // No command unselects a database: use a fresh connection instead.
+            b.health = Health::Broken;
+            self.backend = None;
+            let fresh = self
+                .ctx
+                .pool
+                .open_fresh(&self.key, &self.target)
+                .await
+                .map_err(|e| pool_error_packet(&e, &self.ctx.config()))?;
+            self.backend = Some(fresh);
+            return Box::pin(self.sync_backend()).await;
+        }
+        let lost = |e: conn::Error| {
+            ErrPacket::new(2013, "HY000", format!("Lost connection to backend while restoring session state: {e}; retry").as_bytes())
+        };
+        if crate::pool::replay_score(&b.state, want) == 0 {
+            if let Err(e) = b.reset().await {
+                b.health = Health::Broken;
+                self.backend = None;
+                return Err(lost(e));
+            }
+        }
+        let cmds = replay::replay_commands(&b.state, want);
+        let refs: Vec<&[u8]> = cmds.iter().map(|c| c.as_slice()).collect();
+        Stats::incr(&self.ctx.stats.replays);
+        match b.run_pipeline(&refs).await {
+            Ok(results) => {
+                if let Some(Err(err)) = results.into_iter().find(|r| r.is_err()) {
+                    b.health = Health::Dirty;
+                    self.backend = None;
+                    return Err(err);
+                }
+                b.state = want.clone();
+                Ok(())
+            }
+            Err(e) => {
+                b.health = Health::Broken;
+                self.backend = None;
+                Err(lost(e))
+            }
+        }
+    }
+
+    /// Gives back what the session's state no longer requires.
+    fn release_if_possible(&mut self) {
+        if !self.state.holds_slot() {
+            self.slot = None;
+        }
+        if !self.state.needs_backend() {
+            if let Some(b) = self.backend.as_mut() {
+                // The state that made it dirty is gone (COMMIT, last statement closed).
+                if b.health == Health::Dirty {
+                    b.health = Health::Clean;
+                }
+            }
+            self.backend = None;
+        }
+        self.reg.info.set_phase(if self.state.in_transaction() {
+            ClientPhase::IdleInTransaction
+        } else {
+            ClientPhase::Idle
+        });
+    }
+
+    fn pool_error(&self, e: &pool::Error) -> ErrPacket {
+        if matches!(e, pool::Error::QueueTimeout { .. }) {
+            Stats::incr(&self.ctx.stats.queue_timeouts);
+        }
+        pool_error_packet(e, &self.ctx.config())
+    }
+
+    async fn send_ok(&mut self, seq: u8) -> Result<(), conn::Error> {
+        let mut ok = OkPacket::new(self.state.local_status());
+        ok.session_state.clear();
+        let mut out = BytesMut::new();
+        ok.encode(self.caps, &mut out);
+        self.client.send_packet(seq, &out).await.map(|_| ())
+    }
+
+    /// Sends an ERR for the current command; a client that is gone ends the session.
+    async fn reply_err(&mut self, seq: u8, err: &ErrPacket) -> Result<(), ClientCloseReason> {
+        Stats::incr(&self.ctx.stats.client_errors);
+        let mut out = BytesMut::new();
+        err.encode(&mut out);
+        self.client.send_packet(seq, &out).await.map(|_| ()).map_err(|_| ClientCloseReason::Eof)
+    }
+
+    async fn fatal(&mut self, code: u16, state: &str, msg: &str, seq: u8) -> ClientCloseReason {
+        tracing::info!(client = self.reg.info.id, code, "closing client: {msg}");
+        send_err(&mut self.client, seq, &ErrPacket::new(code, state, msg.as_bytes())).await;
+        ClientCloseReason::ProtocolError
+    }
+
+    async fn protocol_error(&mut self, e: conn::Error) -> ClientCloseReason {
+        use crate::protocol::Error as P;
+        match e {
+            conn::Error::Protocol(P::PacketTooLarge { len, max }) => {
+                let msg = format!(
+                    "Got a packet bigger than 'max_allowed_packet' bytes ({len} > {max}); raise max_allowed_packet in sluice and the server"
+                );
+                self.fatal(1153, "08S01", &msg, 1).await
+            }
+            conn::Error::Protocol(P::SequenceMismatch { expected, got }) => {
+                let msg = format!("Got packets out of order (expected sequence id {expected}, got {got})");
+                self.fatal(1156, "08S01", &msg, got.wrapping_add(1)).await
+            }
+            conn::Error::Timeout(_) => {
+                self.fatal(1159, "08S01", "Got timeout reading communication packets: the client stalled mid-packet", 1)
+                    .await
+            }
+            conn::Error::Truncated | conn::Error::Closed => ClientCloseReason::Eof,
+            _ => ClientCloseReason::IoError,
+        }
+    }
+
+    async fn goodbye(&mut self, code: u16, state: &str, msg: &str) -> ClientCloseReason {
+        send_err(&mut self.client, 0, &ErrPacket::new(code, state, msg.as_bytes())).await;
+        self.client.shutdown().await;
+        if code == 1927 {
+            ClientCloseReason::Killed
+        } else {
+            ClientCloseReason::Shutdown
+        }
+    }
+}
+
+impl Drop for Session {
+    /// A session that ends holding a backend with state no other client may see hands it
+    /// back dirty, so the pool resets (or, mid-response, closes) it.
+    fn drop(&mut self) {
+        if let Some(b) = self.backend.as_mut() {
+            if b.health == Health::Clean && self.state.needs_backend() {
+                b.health = Health::Dirty;
+            }
+        }
+    }
+}
+
+/// The one place pool errors become client-visible errors.
+pub fn pool_error_packet(e: &pool::Error, config: &crate::config::Config) -> ErrPacket {
+    match e {
+        pool::Error::QueueTimeout { waited, pool_size, queued } => ErrPacket::new(
+            9001,
+            "HY000",
+            format!(
+                "sluice: no backend became free within queue_timeout ({:?}, waited {:?}); \
+                 pool_size={pool_size}, {queued} statements queued. Retry, raise pool_size or queue_timeout, \
+                 or look for long transactions in SHOW CLIENTS",
+                config.queue_timeout, waited
+            )
+            .as_bytes(),
+        ),
+        pool::Error::Connect { addr, source } => ErrPacket::new(
+            2003,
+            "HY000",
+            format!("sluice cannot connect to backend MySQL server at '{addr}': {source}").as_bytes(),
+        ),
+        pool::Error::Closed => ErrPacket::new(1053, "08S01", b"Server shutdown in progress: sluice is stopping"),
+    }
+}
+
+/// `Duration` in the units an operator reads.
+pub fn fmt_ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Raw bytes of a packet whose payload sluice builds itself (seq 0).
+pub fn framed(payload: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(payload.len() + 4);
+    crate::protocol::frame::write_packet(&mut out, 0, payload);
+    out.freeze()
+}

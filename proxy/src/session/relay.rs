@@ -1,0 +1,112 @@
+//! Relaying one command and its response: client bytes to the backend, backend packets to
+//! the client, byte for byte, while `ResponseTracker` finds where the response ends.
+//! Only OK packets are re-encoded, and only for clients without CLIENT_SESSION_TRACK.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+
+use crate::conn::stream::FLUSH_THRESHOLD;
+use crate::conn::{BackendConn, Error, PacketStream};
+use crate::protocol::{ok::strip_session_track, Feed, ResponseKind, ResponseSummary, ResponseTracker};
+
+/// Which side failed; they call for different recovery.
+#[derive(Debug)]
+pub enum RelayError {
+    /// The client went away or stopped reading; the backend is mid-response.
+    Client(Error),
+    /// The backend failed. `next_seq` is the sequence id an ERR to the client must carry.
+    Backend { error: Error, next_seq: u8 },
+}
+
+pub struct RelayOptions {
+    /// Rewrite OK packets for a client that did not negotiate CLIENT_SESSION_TRACK.
+    pub strip_session_track: bool,
+    pub client_write_timeout: Duration,
+}
+
+pub async fn relay(
+    client: &mut PacketStream,
+    backend: &mut BackendConn,
+    command: &[u8],
+    kind: ResponseKind,
+    opts: &RelayOptions,
+) -> Result<ResponseSummary, RelayError> {
+    let backend_err = |error, next_seq| RelayError::Backend { error, next_seq };
+    backend.stream.queue_raw(command);
+    backend.stream.flush(None).await.map_err(|e| backend_err(e, 1))?;
+    let mut tracker = ResponseTracker::new(kind, backend.caps);
+    if kind == ResponseKind::None {
+        return Ok(tracker.into_summary());
+    }
+    let mut next_seq = 1u8;
+    let mut scratch = BytesMut::new();
+    loop {
+        let span = match backend.stream.buffered_packet() {
+            Ok(Some(span)) => span,
+            Ok(None) => {
+                // Nothing complete is buffered: let the client have what we have, then wait.
+                client.flush(Some(opts.client_write_timeout)).await.map_err(RelayError::Client)?;
+                match backend.stream.fill().await {
+                    Ok(true) => continue,
+                    Ok(false) => return Err(backend_err(Error::Closed, next_seq)),
+                    Err(e) => return Err(backend_err(e, next_seq)),
+                }
+            }
+            Err(e) => return Err(backend_err(e, next_seq)),
+        };
+        let feed = {
+            let payload = backend.stream.payload(&span);
+            let feed = tracker.feed(&payload).map_err(|e| backend_err(e.into(), next_seq))?;
+            if opts.strip_session_track && matches!(feed, Feed::ContinueOk | Feed::DoneOk) {
+                scratch.clear();
+                strip_session_track(&payload, &mut scratch).map_err(|e| backend_err(e.into(), next_seq))?;
+                client.queue_packet(span.first_seq, &scratch);
+            } else {
+                client.queue_raw(backend.stream.raw(&span));
+            }
+            feed
+        };
+        next_seq = span.last_seq.wrapping_add(1);
+        backend.stream.consume(&span);
+        match feed {
+            Feed::Done | Feed::DoneOk => {
+                client.flush(Some(opts.client_write_timeout)).await.map_err(RelayError::Client)?;
+                return Ok(tracker.into_summary());
+            }
+            Feed::LocalInfile => {
+                client.flush(Some(opts.client_write_timeout)).await.map_err(RelayError::Client)?;
+                forward_infile(client, backend).await?;
+            }
+            Feed::Continue | Feed::ContinueOk => {
+                if client.queued() >= FLUSH_THRESHOLD {
+                    client.flush(Some(opts.client_write_timeout)).await.map_err(RelayError::Client)?;
+                }
+            }
+        }
+    }
+}
+
+/// LOAD DATA LOCAL INFILE: the client streams the file as packets ending with an empty one.
+async fn forward_infile(client: &mut PacketStream, backend: &mut BackendConn) -> Result<(), RelayError> {
+    loop {
+        let span = client
+            .next_packet()
+            .await
+            .map_err(RelayError::Client)?
+            .ok_or(RelayError::Client(Error::Closed))?;
+        let last = span.payload_len == 0;
+        backend.stream.queue_raw(client.raw(&span));
+        client.consume(&span);
+        if last || backend.stream.queued() >= FLUSH_THRESHOLD {
+            backend
+                .stream
+                .flush(None)
+                .await
+                .map_err(|error| RelayError::Backend { error, next_seq: span.last_seq.wrapping_add(1) })?;
+        }
+        if last {
+            return Ok(());
+        }
+    }
+}

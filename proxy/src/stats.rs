@@ -1,0 +1,173 @@
+//! Counters shared by every part of the proxy, and the closed enums of reasons they count.
+//!
+//! Plain relaxed atomics: they are read by the admin console and metrics, never used for
+//! control decisions.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! reason_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident => $label:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant),+ }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub fn label(self) -> &'static str { match self { $($name::$variant => $label),+ } }
+            fn index(self) -> usize { self as usize }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str(self.label()) }
+        }
+    };
+}
+
+reason_enum!(
+    /// Why a client session ended.
+    ClientCloseReason {
+        Quit => "quit",
+        Eof => "client_closed",
+        ProtocolError => "protocol_error",
+        HandshakeFailed => "handshake_failed",
+        AuthFailed => "auth_failed",
+        TooManyClients => "too_many_clients",
+        LoginTimeout => "login_timeout",
+        WriteTimeout => "write_timeout",
+        BackendLost => "backend_lost",
+        Killed => "killed",
+        Shutdown => "shutdown",
+        IoError => "io_error",
+    }
+);
+
+reason_enum!(
+    /// Why a backend connection was closed.
+    BackendCloseReason {
+        Broken => "broken",
+        ResetFailed => "reset_failed",
+        Lifetime => "lifetime",
+        IdleTimeout => "idle_timeout",
+        HealthCheck => "health_check",
+        Evicted => "evicted",
+        OverLimit => "over_limit",
+        Shutdown => "shutdown",
+    }
+);
+
+reason_enum!(
+    /// Why a session is pinned to its backend.
+    PinReason {
+        UserVariable => "user_variable",
+        TemporaryTable => "temporary_table",
+        NamedLock => "named_lock",
+        TableLock => "table_lock",
+        SqlPrepare => "sql_prepare",
+        PreparedStatement => "prepared_statement",
+        FoundRows => "found_rows",
+        UnknownSet => "unclassified_set",
+        NextTransaction => "next_transaction_characteristics",
+        Handler => "handler",
+        UntrackedState => "untracked_state_change",
+        Cursor => "open_cursor",
+    }
+);
+
+reason_enum!(
+    /// What `pool::recycle::decide` chose for a returned backend.
+    RecycleOutcome {
+        Release => "release",
+        Reset => "reset",
+        Close => "close",
+    }
+);
+
+pub struct Counters<const N: usize>([AtomicU64; N]);
+
+impl<const N: usize> Default for Counters<N> {
+    fn default() -> Self {
+        Counters(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
+}
+
+impl<const N: usize> Counters<N> {
+    pub fn get(&self, i: usize) -> u64 {
+        self.0.get(i).map(|c| c.load(Ordering::Relaxed)).unwrap_or(0)
+    }
+    fn add(&self, i: usize) {
+        if let Some(c) = self.0.get(i) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Process-wide totals. Gauges (current counts) live with the pool and the client registry.
+#[derive(Default)]
+pub struct Stats {
+    pub clients_accepted: AtomicU64,
+    pub statements: AtomicU64,
+    pub queue_timeouts: AtomicU64,
+    pub backend_connects: AtomicU64,
+    pub backend_connect_errors: AtomicU64,
+    pub replays: AtomicU64,
+    pub bytes_to_clients: AtomicU64,
+    pub client_errors: AtomicU64,
+    pub client_closes: Counters<12>,
+    pub backend_closes: Counters<8>,
+    pub pins: Counters<12>,
+    pub recycles: Counters<3>,
+}
+
+impl Stats {
+    pub fn incr(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn client_closed(&self, r: ClientCloseReason) {
+        self.client_closes.add(r.index());
+    }
+    pub fn backend_closed(&self, r: BackendCloseReason) {
+        self.backend_closes.add(r.index());
+    }
+    pub fn pinned(&self, r: PinReason) {
+        self.pins.add(r.index());
+    }
+    pub fn recycled(&self, r: RecycleOutcome) {
+        self.recycles.add(r.index());
+    }
+    pub fn client_closes_by(&self, r: ClientCloseReason) -> u64 {
+        self.client_closes.get(r.index())
+    }
+    pub fn backend_closes_by(&self, r: BackendCloseReason) -> u64 {
+        self.backend_closes.get(r.index())
+    }
+    pub fn pins_by(&self, r: PinReason) -> u64 {
+        self.pins.get(r.index())
+    }
+    pub fn recycles_by(&self, r: RecycleOutcome) -> u64 {
+        self.recycles.get(r.index())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_arrays_fit_every_reason() {
+        let s = Stats::default();
+        for r in ClientCloseReason::ALL {
+            s.client_closed(*r);
+            assert_eq!(s.client_closes_by(*r), 1);
+        }
+        for r in BackendCloseReason::ALL {
+            s.backend_closed(*r);
+            assert_eq!(s.backend_closes_by(*r), 1);
+        }
+        for r in PinReason::ALL {
+            s.pinned(*r);
+            assert_eq!(s.pins_by(*r), 1);
+        }
+        for r in RecycleOutcome::ALL {
+            s.recycled(*r);
+            assert_eq!(s.recycles_by(*r), 1);
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Core pooling behaviour against a real MariaDB: correctness through the relay, pooling
+//! limits, transactions, pinning, state replay, queueing and the lock-holder deadlock.
+
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::*;
+use mysql_async::Conn;
+use sluice::stats::PinReason;
+
+use crate::harness::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clients_share_a_small_pool_and_get_correct_results() {
+    fresh_db("t_many").await;
+    let mut setup = direct(Some("t_many")).await;
+    setup.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))").await.unwrap();
+    setup.query_drop("INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_100").await.unwrap();
+    let proxy = start(config(4)).await;
+    let mut tasks = Vec::new();
+    for c in 0..64u32 {
+        let opts = opts(&proxy, "app", "secret", Some("t_many"));
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::new(opts).await.unwrap();
+            for i in 0..10u32 {
+                let id = (c * 10 + i) % 100 + 1;
+                let v: Option<String> = conn.exec_first("SELECT v FROM t WHERE id = ?", (id,)).await.unwrap();
+                assert_eq!(v.as_deref(), Some(format!("v{id}").as_str()));
+                let n: u64 = conn.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
+                assert_eq!(n, 100);
+            }
+            conn.disconnect().await.unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let snap = proxy.context().pool.snapshot();
+    assert!(snap.open <= 4 + 2, "backends stay near pool_size, got {}", snap.open);
+    assert_eq!(snap.slots_in_use, 0);
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_password_gets_1045_and_unknown_database_gets_1049() {
+    let proxy = start(config(2)).await;
+    let err = Conn::new(opts(&proxy, "app", "wrong", None)).await.unwrap_err();
+    assert_eq!(code_of(&err), Some(1045), "{err}");
+    assert_eq!(state_of(&err).as_deref(), Some("28000"));
+    let err = Conn::new(opts(&proxy, "nobody", "secret", None)).await.unwrap_err();
+    assert_eq!(code_of(&err), Some(1045), "{err}");
+    let err = Conn::new(opts(&proxy, "app", "secret", Some("no_such_db_here"))).await.unwrap_err();
+    assert_eq!(code_of(&err), Some(1049), "{err}");
+    // The proxy still serves good clients.
+    let mut c = connect(&proxy, None).await;
+    assert_eq!(c.query_first::<u8, _>("SELECT 1").await.unwrap(), Some(1));
+    c.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_keeps_its_backend_until_commit() {
+    fresh_db("t_tx").await;
+    direct(Some("t_tx")).await.query_drop("CREATE TABLE t (id INT PRIMARY KEY)").await.unwrap();
+    let proxy = start(config(2)).await;
+    let mut a = connect(&proxy, Some("t_tx")).await;
+    let mut b = connect(&proxy, Some("t_tx")).await;
+    a.query_drop("BEGIN").await.unwrap();
+    let id1: u64 = a.query_first("SELECT CONNECTION_ID()").await.unwrap().unwrap();
+    a.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+    // Another client runs in between; the transaction must not move.
+    let _: Option<u8> = b.query_first("SELECT 1").await.unwrap();
+    let id2: u64 = a.query_first("SELECT CONNECTION_ID()").await.unwrap().unwrap();
+    assert_eq!(id1, id2, "statements of one transaction run on one backend");
+    // Uncommitted data is invisible to the other client.
+    let n: u64 = b.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
+    assert_eq!(n, 0);
+    a.query_drop("ROLLBACK").await.unwrap();
+    let n: u64 = a.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
+    assert_eq!(n, 0);
+    a.disconnect().await.unwrap();
+    b.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_variables_are_replayed_not_pinned() {
+    let proxy = start(config(2)).await;
+    let mut conns = Vec::new();
+    for i in 0..8 {
+        let mut c = connect(&proxy, None).await;
+        let mode = if i % 2 == 0 { "ANSI_QUOTES" } else { "NO_ZERO_DATE" };
+        c.query_drop(format!("SET SESSION sql_mode = '{mode}'")).await.unwrap();
+        c.query_drop(format!("SET time_zone = '+0{}:00'", i)).await.unwrap();
+        c.query_drop("SET NAMES utf8mb4").await.unwrap();
+        conns.push((c, mode, format!("+0{i}:00")));
+    }
+    for _round in 0..5 {
+        for (c, mode, tz) in conns.iter_mut() {
+            let (m, z): (String, String) = c.query_first("SELECT @@sql_mode, @@time_zone").await.unwrap().unwrap();
+            assert_eq!(&m, mode);
+            assert_eq!(&z, tz);
+        }
+    }
+    let stats = proxy.context().stats.clone();
+    for r in PinReason::ALL {
+        assert_eq!(stats.pins_by(*r), 0, "no session pinned ({r})");
+    }
+    assert!(proxy.context().pool.snapshot().open <= 4);
+    for (c, _, _) in conns {
+        c.disconnect().await.unwrap();
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_variables_pin_and_never_leak() {
+    let proxy = start(config(1)).await;
+    let mut a = connect(&proxy, None).await;
+    a.query_drop("SET @secret = 42").await.unwrap();
+    let mut b = connect(&proxy, None).await;
+    for _ in 0..5 {
+        let v: Option<i64> = a.query_first("SELECT @secret").await.unwrap().unwrap();
+        assert_eq!(v, Some(42));
+        let w: Option<Option<i64>> = b.query_first("SELECT @secret").await.unwrap();
+        assert_eq!(w, Some(None), "another client must not see @secret");
+    }
+    assert_eq!(proxy.context().stats.pins_by(PinReason::UserVariable), 1);
+    a.disconnect().await.unwrap();
+    // The pinned backend is reset before reuse: a new client sees nothing.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut c = connect(&proxy, None).await;
+    let w: Option<Option<i64>> = c.query_first("SELECT @secret").await.unwrap();
+    assert_eq!(w, Some(None));
+    b.disconnect().await.unwrap();
+    c.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_state_does_not_leak_to_the_next_client() {
+    fresh_db("t_leak").await;
+    let proxy = start(config(1)).await;
+    let mut a = connect(&proxy, Some("t_leak")).await;
+    let default_mode: String = a.query_first("SELECT @@sql_mode").await.unwrap().unwrap();
+    a.query_drop("SET SESSION sql_mode = 'ANSI'").await.unwrap();
+    a.query_drop("CREATE TEMPORARY TABLE tmp_leak (x INT)").await.unwrap();
+    a.disconnect().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut b = connect(&proxy, Some("t_leak")).await;
+    let mode: String = b.query_first("SELECT @@sql_mode").await.unwrap().unwrap();
+    assert_eq!(mode, default_mode);
+    let err = b.query_drop("SELECT * FROM tmp_leak").await.unwrap_err();
+    assert_eq!(code_of(&err), Some(1146), "{err}");
+    b.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+/// P=2: one client holds a row lock inside a transaction, four clients block on it; the
+/// holder's COMMIT must still get through at once (it keeps its slot).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_holder_commits_while_others_wait_on_its_lock() {
+    fresh_db("t_lock").await;
+    let mut d = direct(Some("t_lock")).await;
+    d.query_drop("CREATE TABLE t (id INT PRIMARY KEY, n INT) ENGINE=InnoDB").await.unwrap();
+    d.query_drop("INSERT INTO t VALUES (1, 0)").await.unwrap();
+    let proxy = start(config(2)).await;
+    let mut holder = connect(&proxy, Some("t_lock")).await;
+    holder.query_drop("BEGIN").await.unwrap();
+    holder.query_drop("UPDATE t SET n = n + 1 WHERE id = 1").await.unwrap();
+    let mut waiters = Vec::new();
+    for _ in 0..4 {
+        let o = opts(&proxy, "app", "secret", Some("t_lock"));
+        waiters.push(tokio::spawn(async move {
+            let mut c = Conn::new(o).await.unwrap();
+            c.query_drop("UPDATE t SET n = n + 1 WHERE id = 1").await.unwrap();
+            c.disconnect().await.unwrap();
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let start = Instant::now();
+    holder.query_drop("COMMIT").await.unwrap();
+    assert!(start.elapsed() < Duration::from_secs(5), "COMMIT waited {:?}", start.elapsed());
+    for w in waiters {
+        w.await.unwrap();
+    }
+    let n: i64 = holder.query_first("SELECT n FROM t WHERE id = 1").await.unwrap().unwrap();
+    assert_eq!(n, 5);
+    holder.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_timeout_gives_9001_and_the_session_survives() {
+    let mut cfg = config(1);
+    cfg.queue_timeout = Duration::from_millis(300);
+    let proxy = start(cfg).await;
+    let mut a = connect(&proxy, None).await;
+    let mut b = connect(&proxy, None).await;
+    a.query_drop("BEGIN").await.unwrap();
+    let err = b.query_drop("SELECT 1").await.unwrap_err();
+    assert_eq!(code_of(&err), Some(9001), "{err}");
+    assert!(err.to_string().contains("pool_size=1"), "{err}");
+    a.query_drop("COMMIT").await.unwrap();
+    assert_eq!(b.query_first::<u8, _>("SELECT 1").await.unwrap(), Some(1));
+    a.disconnect().await.unwrap();
+    b.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_client_connections_gives_1040() {
+    let mut cfg = config(1);
+    cfg.max_client_connections = 2;
+    let proxy = start(cfg).await;
+    let a = connect(&proxy, None).await;
+    let b = connect(&proxy, None).await;
+    let err = Conn::new(opts(&proxy, "app", "secret", None)).await.unwrap_err();
+    assert_eq!(code_of(&err), Some(1040), "{err}");
+    drop((a, b));
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_statements_and_procedures_return_every_result_set() {
+    fresh_db("t_multi").await;
+    let mut d = direct(Some("t_multi")).await;
+    d.query_drop("CREATE PROCEDURE two() BEGIN SELECT 1 AS a; SELECT 2 AS b, 3 AS c; END").await.unwrap();
+    let proxy = start(config(2)).await;
+    let mut c = connect(&proxy, Some("t_multi")).await;
+    let mut r = c.query_iter("SELECT 1; SELECT 2; DO 0").await.unwrap();
+    let a: Vec<u8> = r.collect().await.unwrap();
+    let b: Vec<u8> = r.collect().await.unwrap();
+    r.drop_result().await.unwrap();
+    assert_eq!((a, b), (vec![1], vec![2]));
+    let mut r = c.query_iter("CALL two()").await.unwrap();
+    let first: Vec<u8> = r.collect().await.unwrap();
+    let second: Vec<(u8, u8)> = r.collect().await.unwrap();
+    drop(r);
+    assert_eq!(first, vec![1]);
+    assert_eq!(second, vec![(2, 3)]);
+    // The session is in sync afterwards.
+    assert_eq!(c.query_first::<u8, _>("SELECT 7").await.unwrap(), Some(7));
+    c.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_17_mib_query_round_trips() {
+    let proxy = start(config(1)).await;
+    let mut c = connect(&proxy, None).await;
+    let big = "x".repeat(17 << 20);
+    let len: u64 = c.exec_first("SELECT LENGTH(?)", (big.clone(),)).await.unwrap().unwrap();
+    assert_eq!(len, 17 << 20);
+    let back: String = c.query_first(format!("SELECT '{big}'")).await.unwrap().unwrap();
+    assert_eq!(back.len(), 17 << 20);
+    c.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mariadb_cli_works_through_sluice() {
+    let proxy = start(config(2)).await;
+    let addr = proxy.local_addr();
+    let out = tokio::process::Command::new("mariadb")
+        .args(["-h", &addr.ip().to_string(), "-P", &addr.port().to_string(), "-uapp", "-psecret", "--batch"])
+        .args(["-e", "SELECT 1 AS one; SELECT DATABASE() AS db; SET @x=5; SELECT @x AS x"])
+        .output()
+        .await
+        .expect("mariadb CLI runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout, "one\n1\ndb\nNULL\nx\n5\n");
+    proxy.shutdown().await;
+}

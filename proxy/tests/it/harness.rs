@@ -1,0 +1,102 @@
+//! Shared test fixtures: the MariaDB under test, an in-process sluice, client options.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Opts, OptsBuilder};
+use sluice::config::PoolSize;
+use sluice::{Config, Proxy, ProxyHandle};
+
+/// The server every test in this binary shares.
+pub fn server() -> &'static dbkit::TestServer {
+    dbkit::test_server()
+}
+
+pub fn backend_addr() -> String {
+    let s = server();
+    format!("{}:{}", s.host, s.port)
+}
+
+/// A config for an in-process sluice in front of the test server, user `app`/`secret`
+/// mapped to the server's account.
+pub fn config(pool_size: u32) -> Config {
+    let s = server();
+    let mut cfg = Config::for_backend(backend_addr(), "app", "secret");
+    cfg.users[0].backend_user = Some(s.user.clone());
+    cfg.users[0].backend_password = Some(sluice::config::Secret::new(s.password.clone()));
+    cfg.pool_size = PoolSize::Fixed(pool_size);
+    cfg.max_backend_connections = cfg.max_backend_connections.max(pool_size);
+    cfg.queue_timeout = Duration::from_secs(10);
+    cfg
+}
+
+pub async fn start(cfg: Config) -> ProxyHandle {
+    init_logs();
+    Proxy::bind(cfg).await.expect("sluice starts")
+}
+
+pub fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
+}
+
+/// Client options for sluice at `proxy` (never via a Unix socket: that would bypass it).
+pub fn opts(proxy: &ProxyHandle, user: &str, password: &str, db: Option<&str>) -> Opts {
+    let addr = proxy.local_addr();
+    OptsBuilder::default()
+        .ip_or_hostname(addr.ip().to_string())
+        .tcp_port(addr.port())
+        .user(Some(user))
+        .pass(Some(password))
+        .db_name(db)
+        .prefer_socket(false)
+        .max_allowed_packet(Some(64 << 20))
+        .wait_timeout(Some(28800))
+        .stmt_cache_size(0)
+        .into()
+}
+
+pub async fn connect(proxy: &ProxyHandle, db: Option<&str>) -> Conn {
+    Conn::new(opts(proxy, "app", "secret", db)).await.expect("connect through sluice")
+}
+
+/// A direct connection to the test server (for setup and for comparing with direct behaviour).
+pub async fn direct(db: Option<&str>) -> Conn {
+    let s = server();
+    let o: Opts = OptsBuilder::default()
+        .ip_or_hostname(s.host.clone())
+        .tcp_port(s.port)
+        .user(Some(s.user.clone()))
+        .pass(Some(s.password.clone()))
+        .db_name(db)
+        .prefer_socket(false)
+        .into();
+    Conn::new(o).await.expect("direct connection")
+}
+
+/// Creates (fresh) database `name` on the test server.
+pub async fn fresh_db(name: &str) {
+    let mut c = direct(None).await;
+    c.query_drop(format!("DROP DATABASE IF EXISTS `{name}`")).await.unwrap();
+    c.query_drop(format!("CREATE DATABASE `{name}`")).await.unwrap();
+    c.disconnect().await.unwrap();
+}
+
+/// The MySQL error code of a failed call.
+pub fn code_of(e: &mysql_async::Error) -> Option<u16> {
+    match e {
+        mysql_async::Error::Server(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+pub fn state_of(e: &mysql_async::Error) -> Option<String> {
+    match e {
+        mysql_async::Error::Server(s) => Some(s.state.clone()),
+        _ => None,
+    }
+}

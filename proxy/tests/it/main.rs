@@ -1,0 +1,6 @@
+//! The proxy's integration tests: one binary, one private MariaDB (or `MYSQL_TEST_URL`),
+//! sluice in-process on 127.0.0.1:0, real clients.
+
+mod harness;
+
+mod core;
