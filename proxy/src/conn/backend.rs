@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use tokio::net::TcpStream;
 
+use super::stmts::BackendStmts;
 use super::{Error, PacketStream};
 use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
 use crate::protocol::{
     auth, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake, HandshakeResponse,
-    OkPacket, SessionStateChange,
+    OkPacket, PrepareOk, ResponseKind, ResponseTracker, SessionStateChange,
 };
 
 /// Session tracking makes every OK report schema and system-variable changes, which is what
@@ -108,6 +109,8 @@ pub struct BackendConn {
     pub last_used: Instant,
     pub statements: u64,
     pub server_version: Vec<u8>,
+    /// Prepared statements held on this connection (shared by every client it serves).
+    pub stmts: BackendStmts,
 }
 
 /// Capabilities sluice always asks a backend for, on top of the client's shaping ones.
@@ -156,6 +159,7 @@ impl BackendConn {
             last_used: Instant::now(),
             statements: 0,
             server_version: hs.server_version.clone(),
+            stmts: BackendStmts::default(),
         };
         conn.login(&hs, seq.wrapping_add(1), target).await?;
         match conn.run_simple(&query_payload(ENABLE_TRACKING)).await? {
@@ -285,8 +289,39 @@ impl BackendConn {
             }
         }
         self.state.vars.clear();
+        self.stmts.clear();
         self.health = Health::Clean;
         Ok(())
+    }
+
+    /// Prepares `sql` for sluice's own use: the response is read and consumed, never
+    /// forwarded. `Ok(Err(_))` is the server's refusal, to be shown to the client.
+    pub async fn prepare_internal(&mut self, sql: &[u8]) -> Result<Result<PrepareOk, ErrPacket>, Error> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(0x16);
+        payload.extend_from_slice(sql);
+        self.stream.queue_packet(0, &payload);
+        self.stream.flush(None).await?;
+        let mut tracker = ResponseTracker::new(ResponseKind::Prepare, self.caps);
+        while !tracker.is_done() {
+            let span = self.stream.expect_packet().await?;
+            let feed = tracker.feed(&self.stream.payload(&span));
+            self.stream.consume(&span);
+            feed?;
+        }
+        let summary = tracker.into_summary();
+        match (summary.prepare_ok, summary.error) {
+            (Some(ok), _) => Ok(Ok(ok)),
+            (None, Some(err)) => Ok(Err(err)),
+            (None, None) => Err(Error::Unexpected { during: "internal prepare", got: 0 }),
+        }
+    }
+
+    /// Queues COM_STMT_CLOSE (it has no response); it goes out with the next write.
+    pub fn queue_stmt_close(&mut self, id: u32) {
+        let mut payload = [0x19, 0, 0, 0, 0];
+        payload[1..].copy_from_slice(&id.to_le_bytes());
+        self.stream.queue_packet(0, &payload);
     }
 }
 

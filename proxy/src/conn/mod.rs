@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod client;
+pub mod stmts;
 pub mod stream;
 
 pub use backend::{BackendConn, BackendTarget, PoolKey};

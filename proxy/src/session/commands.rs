@@ -48,23 +48,25 @@ impl Session {
                 }
                 self.statement(&packet, ResponseKind::Query, Some(&class)).await
             }
-            Command::StmtClose(_) => {
-                // No response. Statements live on the pinned backend; without one there is
-                // nothing to close.
-                if self.backend.is_none() {
-                    return Ok(Flow::Continue);
-                }
-                let step = self.statement(&packet, ResponseKind::None, None).await;
-                self.statement_closed();
-                self.release_if_possible();
-                step
+            Command::StmtPrepare(sql) => {
+                let sql = sql.to_vec();
+                self.prepare(&packet, &sql).await
             }
-            Command::StmtSendLongData { .. } => {
-                if self.backend.is_some() {
-                    self.statement(&packet, ResponseKind::None, None).await
-                } else {
-                    Ok(Flow::Continue)
-                }
+            Command::StmtExecute { stmt_id, .. } => {
+                self.stmt_command(&payload, stmt_id, ResponseKind::Execute, "mysqld_stmt_execute").await
+            }
+            Command::StmtFetch { stmt_id, .. } => {
+                self.stmt_command(&payload, stmt_id, ResponseKind::Fetch, "mysqld_stmt_fetch").await
+            }
+            Command::StmtSendLongData { stmt_id, .. } => {
+                self.stmt_command(&payload, stmt_id, ResponseKind::None, "mysqld_stmt_send_long_data").await
+            }
+            Command::StmtReset(stmt_id) => {
+                self.stmt_command(&payload, stmt_id, ResponseKind::Simple, "mysqld_stmt_reset").await
+            }
+            Command::StmtClose(stmt_id) => {
+                self.close_stmt(stmt_id);
+                Ok(Flow::Continue)
             }
             Command::Unsupported(code) => {
                 let msg = format!(
@@ -91,7 +93,6 @@ impl Session {
         &mut self,
         summary: &ResponseSummary,
         class: Option<&Classification>,
-        kind: ResponseKind,
     ) {
         if let Some(status) = summary.status {
             self.state.status = status;
@@ -107,10 +108,6 @@ impl Session {
         }
         if has_unexplained_change(&summary.state_changes, class) {
             pins.push(PinReason::UntrackedState);
-        }
-        if kind == ResponseKind::Prepare && summary.prepare_ok.is_some() {
-            self.state.prepared += 1;
-            pins.push(PinReason::PreparedStatement);
         }
         if summary.status.is_some_and(|s| s.contains(StatusFlags::SERVER_STATUS_CURSOR_EXISTS)) {
             pins.push(PinReason::Cursor);
@@ -151,14 +148,7 @@ impl Session {
         }
     }
 
-    /// COM_STMT_CLOSE: when the last prepared statement is closed, that pin goes.
-    fn statement_closed(&mut self) {
-        self.state.prepared = self.state.prepared.saturating_sub(1);
-        if self.state.prepared == 0 {
-            self.state.unpin(PinReason::PreparedStatement);
-            self.reg.info.set_pin(self.state.pin_reason());
-        }
-    }
+
 
     async fn ok_reply(&mut self) -> Step {
         self.send_ok(1).await.map_err(|_| ClientCloseReason::Eof)?;
@@ -180,6 +170,7 @@ impl Session {
         }
         self.backend = None;
         self.state.reset();
+        self.stmts.clear();
         self.reg.info.set_pin(None);
         self.release_if_possible();
     }

@@ -3,6 +3,7 @@
 //! answer, and decide what to keep.
 
 pub mod commands;
+pub mod prepared;
 pub mod registry;
 pub mod relay;
 pub mod replay;
@@ -48,6 +49,8 @@ pub struct Session {
     state: SessionState,
     slot: Option<Slot>,
     backend: Option<PooledBackend>,
+    /// This client's prepared statements, by the ids sluice gave it.
+    stmts: prepared::ClientStmts,
     reg: Registration,
 }
 
@@ -124,6 +127,7 @@ impl Session {
             state: SessionState::new(None),
             slot: None,
             backend: None,
+            stmts: prepared::ClientStmts::default(),
             reg,
         }
     }
@@ -182,11 +186,27 @@ impl Session {
             self.reply_err(1, &err).await?;
             return Ok(Flow::Continue);
         }
+        if let Some(summary) = self.relay_on_backend(packet, kind, None).await? {
+            self.after_statement(&summary, class);
+        }
+        self.release_if_possible();
+        Ok(Flow::Continue)
+    }
+
+    /// Relays `packet` on the session's backend (which `acquire` provided). `Ok(None)`: the
+    /// backend was lost, the client was told, and the session goes on.
+    async fn relay_on_backend(
+        &mut self,
+        packet: &[u8],
+        kind: ResponseKind,
+        rewrite_stmt_id: Option<u32>,
+    ) -> Result<Option<crate::protocol::ResponseSummary>, ClientCloseReason> {
         let opts = RelayOptions {
             strip_session_track: !self.caps.contains(Capabilities::CLIENT_SESSION_TRACK),
             client_write_timeout: self.ctx.config().client_write_timeout,
+            rewrite_stmt_id,
         };
-        let Some(backend) = self.backend.as_mut() else { return Ok(Flow::Continue) };
+        let Some(backend) = self.backend.as_mut() else { return Ok(None) };
         // Mid-response until proven otherwise: if this future is dropped now, the backend closes.
         backend.health = Health::Broken;
         self.reg.info.backend_thread.store(backend.thread_id, Ordering::Relaxed);
@@ -197,11 +217,7 @@ impl Session {
         };
         self.reg.info.backend_thread.store(0, Ordering::Relaxed);
         match result {
-            Ok(summary) => {
-                self.after_statement(&summary, class, kind);
-                self.release_if_possible();
-                Ok(Flow::Continue)
-            }
+            Ok(summary) => Ok(Some(summary)),
             Err(RelayError::Client(e)) => {
                 tracing::debug!(client = self.reg.info.id, "client failed mid-response: {e}");
                 Err(match e {
@@ -209,14 +225,17 @@ impl Session {
                     _ => ClientCloseReason::Eof,
                 })
             }
-            Err(RelayError::Backend { error, next_seq }) => self.backend_lost(error, next_seq).await,
+            Err(RelayError::Backend { error, next_seq }) => {
+                self.backend_lost(error, next_seq).await?;
+                Ok(None)
+            }
         }
     }
 
     /// The backend died mid-statement. Without an open transaction or pinned state the
     /// session goes on with a fresh backend next time; otherwise that state is gone, and the
     /// client is disconnected just as MySQL would have done.
-    async fn backend_lost(&mut self, error: conn::Error, next_seq: u8) -> Step {
+    async fn backend_lost(&mut self, error: conn::Error, next_seq: u8) -> Result<(), ClientCloseReason> {
         tracing::warn!(client = self.reg.info.id, backend = %self.target.addr, "backend lost mid-statement: {error}");
         self.backend = None;
         let lost_state = self.state.needs_backend();
@@ -235,7 +254,7 @@ impl Session {
         if lost_state {
             Err(ClientCloseReason::BackendLost)
         } else {
-            Ok(Flow::Continue)
+            Ok(())
         }
     }
 

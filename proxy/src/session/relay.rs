@@ -23,6 +23,8 @@ pub struct RelayOptions {
     /// Rewrite OK packets for a client that did not negotiate CLIENT_SESSION_TRACK.
     pub strip_session_track: bool,
     pub client_write_timeout: Duration,
+    /// For COM_STMT_PREPARE: the statement id the client sees instead of the backend's.
+    pub rewrite_stmt_id: Option<u32>,
 }
 
 pub async fn relay(
@@ -58,7 +60,14 @@ pub async fn relay(
         let feed = {
             let payload = backend.stream.payload(&span);
             let feed = tracker.feed(&payload).map_err(|e| backend_err(e.into(), next_seq))?;
-            if opts.strip_session_track && matches!(feed, Feed::ContinueOk | Feed::DoneOk) {
+            if let Some(id) = opts.rewrite_stmt_id.filter(|_| kind == ResponseKind::Prepare && next_seq == 1) {
+                // PREPARE_OK: 0x00, then the 4-byte statement id (always a single-chunk packet).
+                let mut raw = backend.stream.raw(&span).to_vec();
+                if raw.len() >= 9 && raw[4] == 0x00 {
+                    raw[5..9].copy_from_slice(&id.to_le_bytes());
+                }
+                client.queue_raw(&raw);
+            } else if opts.strip_session_track && matches!(feed, Feed::ContinueOk | Feed::DoneOk) {
                 scratch.clear();
                 strip_session_track(&payload, &mut scratch).map_err(|e| backend_err(e.into(), next_seq))?;
                 client.queue_packet(span.first_seq, &scratch);

@@ -13,8 +13,6 @@ pub struct SessionState {
     pub status: StatusFlags,
     /// Why the session may not leave its backend: one bit per `PinReason`.
     pins: u32,
-    /// Binary prepared statements open on the backend (they pin until all are closed).
-    pub prepared: u32,
     /// GET_LOCK calls not yet released.
     pub named_locks: u32,
     /// LOCK TABLES or FLUSH TABLES WITH READ LOCK in force.
@@ -27,7 +25,6 @@ impl SessionState {
             movable: MovableState { schema, ..Default::default() },
             status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
             pins: 0,
-            prepared: 0,
             named_locks: 0,
             table_locks: false,
         }
@@ -70,7 +67,6 @@ impl SessionState {
         self.movable.vars.clear();
         self.status = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
         self.pins = 0;
-        self.prepared = 0;
         self.named_locks = 0;
         self.table_locks = false;
     }
@@ -81,7 +77,6 @@ impl SessionState {
         self.status
             .remove(StatusFlags::SERVER_STATUS_IN_TRANS | StatusFlags::SERVER_STATUS_IN_TRANS_READONLY);
         self.pins = 0;
-        self.prepared = 0;
         self.named_locks = 0;
         self.table_locks = false;
     }

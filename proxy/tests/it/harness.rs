@@ -100,3 +100,89 @@ pub fn state_of(e: &mysql_async::Error) -> Option<String> {
         _ => None,
     }
 }
+
+/// Client options for any MySQL-protocol endpoint (sluice or a server) at `addr`.
+pub fn opts_at(addr: std::net::SocketAddr, user: &str, password: &str, db: Option<&str>) -> OptsBuilder {
+    OptsBuilder::default()
+        .ip_or_hostname(addr.ip().to_string())
+        .tcp_port(addr.port())
+        .user(Some(user))
+        .pass(Some(password))
+        .db_name(db)
+        .prefer_socket(false)
+        .max_allowed_packet(Some(64 << 20))
+        .wait_timeout(Some(28800))
+        .stmt_cache_size(0)
+}
+
+/// A config for an in-process sluice in front of any backend, user `app`/`secret` mapped to
+/// `backend_user`/`backend_password`.
+pub fn config_for(backend: String, backend_user: &str, backend_password: &str, pool_size: u32) -> Config {
+    let mut cfg = Config::for_backend(backend, "app", "secret");
+    cfg.users[0].backend_user = Some(backend_user.to_string());
+    cfg.users[0].backend_password = Some(sluice::config::Secret::new(backend_password.to_string()));
+    cfg.pool_size = PoolSize::Fixed(pool_size);
+    cfg.max_backend_connections = cfg.max_backend_connections.max(pool_size);
+    cfg.queue_timeout = Duration::from_secs(10);
+    cfg
+}
+
+/// A private MariaDB (not the shared one), for tests that kill or restart it.
+pub async fn private_server() -> dbkit::LocalServer {
+    tokio::task::spawn_blocking(|| {
+        dbkit::LocalServer::start(dbkit::ServerOptions {
+            buffer_pool_mb: 32,
+            max_connections: 500,
+            ..Default::default()
+        })
+    })
+    .await
+    .expect("server start task")
+    .unwrap_or_else(|e| panic!("dbkit could not start a private server: {e}"))
+}
+
+/// A config for sluice in front of a private server (its `bench` account).
+pub fn config_for_local(server: &dbkit::LocalServer, pool_size: u32) -> Config {
+    config_for(
+        server.addr().to_string(),
+        dbkit::server::BENCH_USER,
+        dbkit::server::BENCH_PASSWORD,
+        pool_size,
+    )
+}
+
+static WORKER_PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts panics on tokio worker threads (where sluice's sessions run), so a test can assert
+/// that hostile input never panicked a session task, which tokio would otherwise swallow.
+pub fn count_worker_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() == Some("tokio-runtime-worker") {
+                WORKER_PANICS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// Panics seen on tokio worker threads since the process started (see `count_worker_panics`).
+pub fn worker_panics() -> usize {
+    WORKER_PANICS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Polls `cond` every 20 ms until it holds or `within` passes; returns whether it held.
+pub async fn eventually(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if cond() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,302 @@
+//! Binary prepared statements, virtualised: each client gets its own statement ids; the SQL
+//! is prepared lazily on whichever backend runs it, ids are rewritten in every statement
+//! command, and parameter types are re-sent where a backend has not seen them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::conn::stmts::StmtKey;
+use crate::protocol::{command::set_stmt_id, frame};
+
+#[derive(Clone)]
+pub struct ClientStmt {
+    pub key: StmtKey,
+    pub sql: Arc<[u8]>,
+    pub params: u16,
+    /// The parameter types the client last bound (sent once, with new-params-bound = 1).
+    pub types: Option<Vec<u8>>,
+}
+
+#[derive(Default)]
+pub struct ClientStmts {
+    map: HashMap<u32, ClientStmt>,
+    next_id: u32,
+}
+
+impl ClientStmts {
+    pub fn next_id(&mut self) -> u32 {
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        while self.map.contains_key(&self.next_id) {
+            self.next_id = self.next_id.wrapping_add(1).max(1);
+        }
+        self.next_id
+    }
+    pub fn insert(&mut self, id: u32, stmt: ClientStmt) {
+        self.map.insert(id, stmt);
+    }
+    pub fn get(&self, id: u32) -> Option<&ClientStmt> {
+        self.map.get(&id)
+    }
+    pub fn get_mut(&mut self, id: u32) -> Option<&mut ClientStmt> {
+        self.map.get_mut(&id)
+    }
+    pub fn remove(&mut self, id: u32) -> Option<ClientStmt> {
+        self.map.remove(&id)
+    }
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// Where the parameter block of a COM_STMT_EXECUTE payload is.
+struct ExecLayout {
+    /// Offset of the new-params-bound flag.
+    flag_at: usize,
+    bound: bool,
+}
+
+/// COM_STMT_EXECUTE payload: 0x17, id(4), flags(1), iterations(4), then for params > 0:
+/// null bitmap, new-params-bound flag, [types: 2 bytes each], values.
+fn exec_layout(payload: &[u8], params: u16) -> Option<ExecLayout> {
+    if params == 0 {
+        return None;
+    }
+    let flag_at = 10 + (params as usize).div_ceil(8);
+    let bound = *payload.get(flag_at)? == 1;
+    Some(ExecLayout { flag_at, bound })
+}
+
+/// The types a client sent with this execute, if it sent any.
+pub fn bound_types(payload: &[u8], params: u16) -> Option<Vec<u8>> {
+    let l = exec_layout(payload, params)?;
+    if !l.bound {
+        return None;
+    }
+    let start = l.flag_at + 1;
+    payload.get(start..start + 2 * params as usize).map(<[u8]>::to_vec)
+}
+
+/// The execute packet for a backend: its statement id, and the client's types spliced in
+/// when the client did not send them but the backend's copy has other (or no) types.
+/// Returns the framed packet and the types the backend will hold afterwards.
+pub fn execute_for_backend(
+    payload: &[u8],
+    backend_id: u32,
+    stmt: &ClientStmt,
+    backend_types: Option<&[u8]>,
+) -> (Vec<u8>, Option<Vec<u8>>) {
+    let mut body = payload.to_vec();
+    let mut holds = backend_types.map(<[u8]>::to_vec);
+    if let Some(l) = exec_layout(payload, stmt.params) {
+        if l.bound {
+            holds = bound_types(payload, stmt.params);
+        } else if let Some(types) = stmt.types.as_ref().filter(|t| Some(t.as_slice()) != backend_types) {
+            body.truncate(l.flag_at);
+            body.push(1);
+            body.extend_from_slice(types);
+            body.extend_from_slice(&payload[l.flag_at + 1..]);
+            holds = Some(types.clone());
+        }
+    }
+    let _ = set_stmt_id(&mut body, backend_id);
+    let mut out = bytes::BytesMut::with_capacity(body.len() + 4);
+    frame::write_packet(&mut out, 0, &body);
+    (out.to_vec(), holds)
+}
+
+/// A command packet (CLOSE, RESET, SEND_LONG_DATA, FETCH) re-addressed to `backend_id`.
+pub fn readdressed(payload: &[u8], backend_id: u32) -> Vec<u8> {
+    let mut body = payload.to_vec();
+    let _ = set_stmt_id(&mut body, backend_id);
+    let mut out = bytes::BytesMut::with_capacity(body.len() + 4);
+    frame::write_packet(&mut out, 0, &body);
+    out.to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::stmts::stmt_key;
+
+    fn stmt(params: u16, types: Option<Vec<u8>>) -> ClientStmt {
+        ClientStmt { key: stmt_key(None, b"SELECT ?"), sql: Arc::from(&b"SELECT ?"[..]), params, types }
+    }
+
+    /// EXECUTE stmt 5, one BIGINT (0x08) param = 41, with types.
+    const BOUND: &[u8] = &[0x17, 5, 0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0x01, 0x08, 0x00, 41, 0, 0, 0, 0, 0, 0, 0];
+    /// The same without types (new-params-bound = 0).
+    const UNBOUND: &[u8] = &[0x17, 5, 0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0x00, 41, 0, 0, 0, 0, 0, 0, 0];
+
+    #[test]
+    fn reads_bound_types() {
+        assert_eq!(bound_types(BOUND, 1), Some(vec![0x08, 0x00]));
+        assert_eq!(bound_types(UNBOUND, 1), None);
+        assert_eq!(bound_types(&[0x17, 1], 1), None);
+    }
+
+    #[test]
+    fn splices_types_for_a_backend_that_lacks_them() {
+        let s = stmt(1, Some(vec![0x08, 0x00]));
+        let (packet, holds) = execute_for_backend(UNBOUND, 9, &s, None);
+        assert_eq!(&packet[4..], &[&[0x17, 9, 0, 0, 0][..], &BOUND[5..]].concat()[..]);
+        assert_eq!(holds, Some(vec![0x08, 0x00]));
+        // A backend that already holds the same types gets the packet as sent.
+        let (packet, _) = execute_for_backend(UNBOUND, 9, &s, Some(&[0x08, 0x00]));
+        assert_eq!(&packet[4..], &[&[0x17, 9, 0, 0, 0][..], &UNBOUND[5..]].concat()[..]);
+    }
+
+    #[test]
+    fn client_ids_are_unique_and_nonzero() {
+        let mut c = ClientStmts::default();
+        let a = c.next_id();
+        c.insert(a, stmt(0, None));
+        let b = c.next_id();
+        assert!(a != 0 && b != 0 && a != b);
+    }
+}
+
+mod handlers {
+    //! The session side: PREPARE, EXECUTE, FETCH, SEND_LONG_DATA, RESET and CLOSE.
+
+    use std::sync::Arc;
+
+    use super::{execute_for_backend, readdressed, ClientStmt};
+    use crate::conn::stmts::stmt_key;
+    use crate::protocol::{ErrPacket, ResponseKind};
+    use crate::session::{Flow, Session, Step};
+    use crate::stats::{ClientCloseReason, PinReason, Stats};
+
+    impl Session {
+        /// COM_STMT_PREPARE runs on any backend; the client sees its own statement id.
+        pub(in crate::session) async fn prepare(&mut self, packet: &[u8], sql: &[u8]) -> Step {
+            Stats::incr(&self.ctx.stats.statements);
+            if let Err(err) = self.acquire().await {
+                self.release_if_possible();
+                self.reply_err(1, &err).await?;
+                return Ok(Flow::Continue);
+            }
+            let client_id = self.stmts.next_id();
+            let Some(summary) = self.relay_on_backend(packet, ResponseKind::Prepare, Some(client_id)).await? else {
+                self.release_if_possible();
+                return Ok(Flow::Continue);
+            };
+            if let (Some(ok), Some(b)) = (summary.prepare_ok.as_ref(), self.backend.as_mut()) {
+                let key = stmt_key(self.state.movable.schema.as_deref(), sql);
+                let cap = self.ctx.config().max_prepared_statements_per_backend as usize;
+                for old in b.stmts.insert(key.clone(), ok.stmt_id, cap) {
+                    b.queue_stmt_close(old);
+                }
+                self.stmts.insert(client_id, ClientStmt { key, sql: Arc::from(sql), params: ok.params, types: None });
+            }
+            self.after_statement(&summary, None);
+            self.release_if_possible();
+            Ok(Flow::Continue)
+        }
+
+        /// EXECUTE, FETCH, SEND_LONG_DATA and RESET: find or create the statement on the
+        /// backend that runs it, re-address the packet, relay.
+        pub(in crate::session) async fn stmt_command(&mut self, payload: &[u8], client_id: u32, kind: ResponseKind, what: &str) -> Step {
+            let is_execute = kind == ResponseKind::Execute;
+            let Some(mut stmt) = self.stmts.get(client_id).cloned() else {
+                if kind == ResponseKind::None {
+                    return Ok(Flow::Continue); // SEND_LONG_DATA has no response, even for errors
+                }
+                let msg = format!("Unknown prepared statement handler ({client_id}) given to {what}");
+                self.reply_err(1, &ErrPacket::new(1243, "HY000", msg.as_bytes())).await?;
+                return Ok(Flow::Continue);
+            };
+            if what == "mysqld_stmt_reset" && self.backend.is_none() {
+                // Nothing pending anywhere: long data and cursors pin the session.
+                return self.send_ok(1).await.map(|_| Flow::Continue).map_err(|_| ClientCloseReason::Eof);
+            }
+            if is_execute {
+                if let Some(types) = super::bound_types(payload, stmt.params) {
+                    stmt.types = Some(types.clone());
+                    if let Some(s) = self.stmts.get_mut(client_id) {
+                        s.types = Some(types);
+                    }
+                }
+            }
+            self.reg.info.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Stats::incr(&self.ctx.stats.statements);
+            if let Err(err) = self.acquire().await {
+                self.release_if_possible();
+                if kind != ResponseKind::None {
+                    self.reply_err(1, &err).await?;
+                }
+                return Ok(Flow::Continue);
+            }
+            let backend_id = match self.ensure_prepared(&stmt).await {
+                Ok(id) => id,
+                Err(err) => {
+                    self.release_if_possible();
+                    if kind != ResponseKind::None {
+                        self.reply_err(1, &err).await?;
+                    }
+                    return Ok(Flow::Continue);
+                }
+            };
+            let packet = match (is_execute, self.backend.as_mut()) {
+                (true, Some(b)) => {
+                    let held = b.stmts.get(&stmt.key).and_then(|s| s.types.clone());
+                    let (packet, holds) = execute_for_backend(payload, backend_id, &stmt, held.as_deref());
+                    if let Some(s) = b.stmts.get(&stmt.key) {
+                        s.types = holds;
+                    }
+                    packet
+                }
+                _ => readdressed(payload, backend_id),
+            };
+            if let Some(summary) = self.relay_on_backend(&packet, kind, None).await? {
+                self.after_statement(&summary, None);
+            }
+            if kind == ResponseKind::None {
+                // SEND_LONG_DATA: the data waits on this backend for the EXECUTE.
+                self.pin(PinReason::PreparedStatement);
+            } else if is_execute {
+                self.state.unpin(PinReason::PreparedStatement);
+                self.reg.info.set_pin(self.state.pin_reason());
+            }
+            self.release_if_possible();
+            Ok(Flow::Continue)
+        }
+
+        /// The backend id of `stmt` on the session's backend, preparing it there first if
+        /// needed (the PREPARE_OK is consumed, never forwarded).
+        async fn ensure_prepared(&mut self, stmt: &ClientStmt) -> Result<u32, ErrPacket> {
+            let cap = self.ctx.config().max_prepared_statements_per_backend as usize;
+            let Some(b) = self.backend.as_mut() else {
+                return Err(ErrPacket::new(2013, "HY000", b"no backend"));
+            };
+            if let Some(s) = b.stmts.get(&stmt.key) {
+                return Ok(s.id);
+            }
+            match b.prepare_internal(&stmt.sql).await {
+                Ok(Ok(ok)) => {
+                    for old in b.stmts.insert(stmt.key.clone(), ok.stmt_id, cap) {
+                        b.queue_stmt_close(old);
+                    }
+                    Ok(ok.stmt_id)
+                }
+                Ok(Err(err)) => Err(err),
+                Err(e) => {
+                    b.health = crate::conn::backend::Health::Broken;
+                    self.backend = None;
+                    Err(ErrPacket::new(2013, "HY000", format!("Lost connection to backend while preparing: {e}; retry").as_bytes()))
+                }
+            }
+        }
+
+        /// COM_STMT_CLOSE frees the client's id; the backend copy stays for reuse until the
+        /// cache evicts it.
+        pub(in crate::session) fn close_stmt(&mut self, client_id: u32) {
+            self.stmts.remove(client_id);
+        }
+    }
+}
