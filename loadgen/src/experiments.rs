@@ -9,7 +9,7 @@ use mysql_async::Conn;
 use rand::SeedableRng;
 
 use crate::cli::{ArrivalKind, Command, Rate};
-use crate::level::{run_level, Arrival, LevelCtx, LevelSpec, Mode};
+use crate::level::{run_level, Arrival, ConnCache, LevelCtx, LevelSpec, Mode};
 use crate::progress::Progress;
 use crate::report::summary::{best_pool, collapse_of};
 use crate::report::Report;
@@ -33,6 +33,8 @@ pub struct Run<'a> {
     pub monitor: Conn,
     /// The query generator.
     pub workload: Workload,
+    /// Idle direct connections between levels.
+    pub cache: ConnCache,
 }
 
 /// Seconds the progress bar should plan for this command.
@@ -142,14 +144,30 @@ impl Run<'_> {
         }
     }
 
+    /// Measures one level on the direct-connection cache.
     async fn measure(&mut self, ctx: &LevelCtx, spec: LevelSpec, label: String) -> Result<()> {
+        let mut cache = std::mem::take(&mut self.cache);
+        let r = self.measure_with(ctx, spec, label, &mut cache).await;
+        self.cache = cache;
+        r
+    }
+
+    async fn measure_with(
+        &mut self,
+        ctx: &LevelCtx,
+        spec: LevelSpec,
+        label: String,
+        cache: &mut ConnCache,
+    ) -> Result<()> {
         let _ticker = self.progress.level(label.clone(), spec.warmup + spec.window);
-        let row = run_level(ctx, &spec, &mut self.monitor)
+        let started = std::time::Instant::now();
+        let row = run_level(ctx, &spec, &mut self.monitor, cache)
             .await
             .with_context(|| format!("level {label}"))?;
         self.progress.log(format!(
-            "{label:<28} {:>7.0} QPS  p50 {:>8.2} ms  p99 {:>8.2} ms  served {}/{}  inflight {}  errors {}",
-            row.qps, row.p50_ms, row.p99_ms, row.clients_served, row.clients, row.inflight_at_close, row.errors
+            "{label:<28} {:>7.0} QPS  p50 {:>8.2} ms  p99 {:>8.2} ms  served {}/{}  inflight {}  errors {}  ({:.1} s)",
+            row.qps, row.p50_ms, row.p99_ms, row.clients_served, row.clients, row.inflight_at_close, row.errors,
+            started.elapsed().as_secs_f64()
         ));
         self.report.push(row)
     }
@@ -215,8 +233,9 @@ impl Run<'_> {
         self.report.meta("open_peak_qps", format!("{peak:.1}"));
         let ctx = self.ctx(&self.server_url, Some(self.workload))?;
         let clients = self.s.client_threads;
-        for &f in &self.s.open_fractions.clone() {
-            for (target, mode) in [("direct", Mode::Direct), ("pool", Mode::Pool(pool_size))] {
+        // All direct rows, then all pool rows: the connection cache then grows and shrinks once.
+        for (target, mode) in [("direct", Mode::Direct), ("pool", Mode::Pool(pool_size))] {
+            for &f in &self.s.open_fractions.clone() {
                 let mut spec = self.spec("O", target, mode, clients);
                 spec.arrival = Arrival::Open { rate_qps: f * peak };
                 spec.rate_fraction = Some(f);
@@ -232,17 +251,26 @@ impl Run<'_> {
         if let Some(url) = self.s.proxy_url.clone() {
             let ctx = self.ctx(&url, Some(self.workload))?;
             let spec = self.spec("proxy", "proxy", Mode::Direct, clients);
-            return self.measure(&ctx, spec, format!("proxy: {clients} clients, external")).await;
+            let mut cache = ConnCache::default();
+            let r = self.measure_with(&ctx, spec, format!("proxy: {clients} clients, external"), &mut cache).await;
+            cache.close().await;
+            return r;
         }
         let backend_addr = dbkit::TestServer::from_url(&self.server_url)
             .map(|t| format!("{}:{}", t.host, t.port))
             .map_err(anyhow::Error::msg)?;
+        // Direct connections would sit idle on the server during the proxy rows.
+        self.cache.close().await;
         for &p in &self.s.pool_sizes.clone() {
             let proxy = crate::proxy_mode::InProcessProxy::start(&backend_addr, p, &self.s.loadgen_cpus).await?;
             let ctx = self.ctx(&proxy.url(), Some(self.workload))?;
             let mut spec = self.spec("proxy", "proxy", Mode::Direct, clients);
             spec.proxy_pool = Some(p);
-            let result = self.measure(&ctx, spec, format!("sluice: {clients} clients, P={p}")).await;
+            let mut cache = ConnCache::default();
+            let result = self
+                .measure_with(&ctx, spec, format!("sluice: {clients} clients, P={p}"), &mut cache)
+                .await;
+            cache.close().await;
             proxy.stop().await;
             result?;
         }
@@ -269,10 +297,15 @@ impl Run<'_> {
             let via = self.ctx(&proxy.url(), None)?;
             let spec = self.spec("overhead", "direct", Mode::Direct, clients);
             self.measure(&direct, spec, format!("SELECT 1: {clients} clients, direct")).await?;
+            self.cache.close().await;
             let direct_p50 = self.report.rows.last().map(|r| r.p50_ms).unwrap_or(0.0);
             let mut spec = self.spec("overhead", "proxy", Mode::Direct, clients);
             spec.proxy_pool = Some(clients);
-            let r = self.measure(&via, spec, format!("SELECT 1: {clients} clients, sluice")).await;
+            let mut cache = ConnCache::default();
+            let r = self
+                .measure_with(&via, spec, format!("SELECT 1: {clients} clients, sluice"), &mut cache)
+                .await;
+            cache.close().await;
             proxy.stop().await;
             r?;
             let last = self.report.rows.last();
@@ -297,6 +330,16 @@ impl Run<'_> {
     }
 }
 
+const UNDEFINED: &str = "undefined (no query finished in the window)";
+
+fn ratio_text(a: f64, b: f64) -> String {
+    if a > 0.0 && b > 0.0 {
+        format!("{:.3}", a / b)
+    } else {
+        UNDEFINED.into()
+    }
+}
+
 /// Headline numbers for `run_metadata.csv`, from whatever rows exist.
 pub fn headline_meta(report: &mut Report) {
     let a = report.rows_of("A");
@@ -318,16 +361,25 @@ pub fn headline_meta(report: &mut Report) {
         report.meta("max_c", worst.clients);
         report.meta("max_c_qps", format!("{:.1}", worst.qps));
         report.meta("max_c_p99_ms", format!("{:.2}", worst.p99_ms));
-        report.meta("collapse_qps_ratio_peak_over_max_c", format!("{q:.3}"));
-        report.meta("collapse_p99_ratio_max_c_over_peak", format!("{p:.2}"));
+        let defined = worst.queries > 0;
+        report.meta("collapse_qps_ratio_peak_over_max_c", if defined { format!("{q:.3}") } else { UNDEFINED.into() });
+        report.meta("collapse_p99_ratio_max_c_over_peak", if defined { format!("{p:.2}") } else { UNDEFINED.into() });
+        report.meta(
+            "collapse_p99_with_inflight_ratio_max_c_over_peak",
+            ratio_text(worst.p99_with_inflight_ms, peak.p99_with_inflight_ms),
+        );
     }
     if let Some(best) = best {
         report.meta("best_pool_size", best.pool_size.unwrap_or(0));
         report.meta("best_pool_qps", format!("{:.1}", best.qps));
         report.meta("best_pool_p99_ms", format!("{:.2}", best.p99_ms));
         if let Some(d) = direct_same {
-            report.meta("best_pool_qps_ratio_vs_direct", format!("{:.3}", best.qps / d.qps.max(1e-9)));
-            report.meta("best_pool_p99_ratio_direct_over_pool", format!("{:.2}", d.p99_ms / best.p99_ms.max(1e-9)));
+            report.meta("best_pool_qps_ratio_vs_direct", ratio_text(best.qps, d.qps));
+            report.meta("best_pool_p99_ratio_direct_over_pool", ratio_text(d.p99_ms, best.p99_ms));
+            report.meta(
+                "best_pool_p99_with_inflight_ratio_direct_over_pool",
+                ratio_text(d.p99_with_inflight_ms, best.p99_with_inflight_ms),
+            );
         }
     }
     if let Some(b) = biggest {

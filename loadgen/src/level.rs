@@ -131,21 +131,25 @@ enum Lane {
 }
 
 impl Lane {
-    /// Runs one query; `Ok(false)` is a query error (counted), never a panic.
-    async fn run(&mut self, sql: &str, opts: &Opts) -> bool {
+    /// Runs one query: `Some(true)` answered, `Some(false)` failed (counted as an error),
+    /// `None` still waiting for a pooled connection when the window closed (given up: it
+    /// is reported as unfinished, and running it would only delay the next level).
+    async fn run(&mut self, sql: &str, opts: &Opts, close: Instant) -> Option<bool> {
         match self {
-            Lane::Own(slot) => run_on(slot, sql, opts).await,
+            Lane::Own(slot) => Some(run_on(slot, sql, opts).await),
             Lane::Shared(pool) => {
                 // tokio's Semaphore is FIFO: the longest waiter gets the next connection.
-                let Ok(_permit) = pool.permits.acquire().await else {
-                    return false;
+                let permit = tokio::select! {
+                    p = pool.permits.acquire() => p.ok()?,
+                    _ = sleep_until(close.into()) => return None,
                 };
                 let mut slot = pool.idle.lock().ok().and_then(|mut v| v.pop()).flatten();
                 let ok = run_on(&mut slot, sql, opts).await;
                 if let Ok(mut idle) = pool.idle.lock() {
                     idle.push(slot);
                 }
-                ok
+                drop(permit);
+                Some(ok)
             }
         }
     }
@@ -244,14 +248,14 @@ async fn client_task(
             Some(w) => w.query(&mut rng),
             None => "SELECT 1".to_string(),
         };
-        let ok = lane.run(&sql, &ctx.load).await;
+        let ok = lane.run(&sql, &ctx.load, clock.t1).await;
         let end = Instant::now();
-        if end > clock.t1 {
+        if end > clock.t1 || ok.is_none() {
             out.unfinished_us.push(us(clock.t1.saturating_duration_since(due)));
             break;
         }
         if end >= clock.t0 {
-            if ok {
+            if ok == Some(true) {
                 out.hist.saturating_record(us(end - due).max(1));
                 out.done += 1;
             } else {
@@ -286,6 +290,25 @@ async fn server_threads(monitor: &mut Conn) -> (Option<u64>, Option<u64>) {
     (get("Threads_connected"), get("Threads_running"))
 }
 
+/// `KILL QUERY` every statement of ours still running on the server (by its text, so it
+/// also reaches the backend connections of a proxy). No client starts a query after the
+/// window closes, so these are exactly the unfinished ones.
+async fn kill_running_queries(monitor: &mut Conn) {
+    // Give clients that were between queries a moment to notice the window closed.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let ids: Vec<u64> = monitor
+        .query(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() \
+             AND COMMAND = 'Query' AND INFO LIKE 'SELECT id, val FROM reads_test WHERE%'",
+        )
+        .await
+        .unwrap_or_default();
+    for id in ids {
+        // ER_NO_SUCH_THREAD when it just finished: fine.
+        let _ = monitor.query_drop(format!("KILL QUERY {id}")).await;
+    }
+}
+
 /// Opens `n` connections, a few dozen at a time.
 pub async fn open_conns(opts: &Opts, n: usize) -> Result<Vec<Conn>> {
     stream::iter(0..n)
@@ -304,16 +327,49 @@ pub async fn close_conns(conns: Vec<Conn>) {
         .await;
 }
 
-/// Runs one level. `monitor` is a direct server connection opened before any load.
-pub async fn run_level(ctx: &LevelCtx, spec: &LevelSpec, monitor: &mut Conn) -> Result<LevelResult> {
+/// Idle load connections kept between levels of one target, so a sweep does not reconnect
+/// hundreds of clients per level. Each level first trims or tops it up to exactly the
+/// count it needs, so the server never sees spare connections during a window.
+#[derive(Default)]
+pub struct ConnCache {
+    conns: Vec<Conn>,
+}
+
+impl ConnCache {
+    async fn take(&mut self, opts: &Opts, n: usize) -> Result<Vec<Conn>> {
+        if self.conns.len() > n {
+            let surplus = self.conns.split_off(n);
+            close_conns(surplus).await;
+        }
+        let missing = n - self.conns.len();
+        let fresh = open_conns(opts, missing)
+            .await
+            .with_context(|| format!("opening {missing} connections"))?;
+        let mut conns = std::mem::take(&mut self.conns);
+        conns.extend(fresh);
+        Ok(conns)
+    }
+
+    /// Closes every cached connection.
+    pub async fn close(&mut self) {
+        close_conns(std::mem::take(&mut self.conns)).await;
+    }
+}
+
+/// Runs one level. `monitor` is a direct server connection opened before any load;
+/// `cache` holds this target's idle connections between levels.
+pub async fn run_level(
+    ctx: &LevelCtx,
+    spec: &LevelSpec,
+    monitor: &mut Conn,
+    cache: &mut ConnCache,
+) -> Result<LevelResult> {
     let ctx = Arc::new(ctx.clone());
     let backend_conns = match spec.mode {
         Mode::Direct => spec.clients,
         Mode::Pool(p) => p,
     };
-    let conns = open_conns(&ctx.load, backend_conns)
-        .await
-        .with_context(|| format!("opening {backend_conns} connections"))?;
+    let conns = cache.take(&ctx.load, backend_conns).await?;
     let mut lanes: Vec<Lane> = match spec.mode {
         Mode::Direct => conns.into_iter().map(|c| Lane::Own(Some(c))).collect(),
         Mode::Pool(p) => {
@@ -352,6 +408,11 @@ pub async fn run_level(ctx: &LevelCtx, spec: &LevelSpec, monitor: &mut Conn) -> 
     sleep_until(clock.t1.into()).await;
     let cpu_end = CpuSample::now();
     let (rss, _) = rss_mib();
+    // Everything still running is already accounted for (at its age now); cancel it so the
+    // drain takes milliseconds instead of the server's whole backlog.
+    if ctx.workload.is_some() {
+        kill_running_queries(monitor).await;
+    }
 
     let mut hist = stats::new_histogram();
     let mut counts = Vec::with_capacity(spec.clients);
@@ -374,7 +435,7 @@ pub async fn run_level(ctx: &LevelCtx, spec: &LevelSpec, monitor: &mut Conn) -> 
     if let Some(pool) = shared.and_then(|p| Arc::try_unwrap(p).ok()) {
         leftover.extend(pool.idle.into_inner().unwrap_or_default().into_iter().flatten());
     }
-    close_conns(leftover).await;
+    cache.conns = leftover;
 
     let window_s = spec.window.as_secs_f64();
     let queries: u64 = counts.iter().sum();

@@ -140,6 +140,7 @@ async fn run(s: Settings) -> Result<Outcome> {
     progress.finish();
     report.meta("duration_s", format!("{:.1}", started.elapsed().as_secs_f64()));
     report.meta("completed", matches!(outcome, Ok(Outcome::Done)));
+    report.meta("host_loadavg_at_end", loadavg());
     experiments::headline_meta(&mut report);
     let (_, peak_rss) = resources::rss_mib();
     report.meta("loadgen_peak_rss_mib", format!("{peak_rss:.1}"));
@@ -175,8 +176,10 @@ async fn experiments_body(
             rows: s.rows,
             scan_w: s.scan_w,
         },
+        cache: level::ConnCache::default(),
     };
     let result = run.execute().await;
+    run.cache.close().await;
     let _ = run.monitor.disconnect().await;
     result
 }
@@ -196,6 +199,7 @@ fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
     report.meta("started_utc", report::utc_stamp());
     report.meta("loadgen_version", env!("CARGO_PKG_VERSION"));
     report.meta("command", format!("{:?}", s.command));
+    report.meta("quick", s.quick);
     for (k, v) in backend.describe() {
         report.meta(&k, v);
     }
@@ -222,6 +226,17 @@ fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
         s.open_fractions.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(","),
     );
     report.meta("git_commit", git_commit());
+    report.meta("host_loadavg_at_start", loadavg());
+}
+
+/// `/proc/loadavg`'s first three fields: other work on the host skews every number.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn cpu_model() -> String {

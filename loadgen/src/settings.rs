@@ -97,18 +97,18 @@ impl Settings {
                 "SCAN_W ({scan_w}) cannot exceed the table's rows ({rows})"
             ));
         }
-        let window = c.window_s.unwrap_or(if quick { 1.5 } else { 8.0 });
-        let warmup = c.warmup_s.unwrap_or(if quick { 0.5 } else { 2.0 });
+        let window = c.window_s.unwrap_or(if quick { 2.0 } else { 8.0 });
+        let warmup = c.warmup_s.unwrap_or(if quick { 1.0 } else { 2.0 });
         let conc_levels = c.conc_levels.map(|l| l.0).unwrap_or_else(|| {
             if quick {
-                vec![1, 2, 4, 16, 64, 512]
+                vec![1, 4, 16, 64, 512]
             } else {
                 (0..10).map(|i| 1usize << i).collect()
             }
         });
         let pool_sizes = c.pool_sizes.map(|l| l.0).unwrap_or_else(|| {
             if quick {
-                vec![1, 2, 4, 16]
+                vec![1, 4, 16]
             } else {
                 default_pool_sizes(server_cpus.len())
             }

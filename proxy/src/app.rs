@@ -37,6 +37,8 @@ pub struct ProxyHandle {
     ctx: Arc<Context>,
     local_addr: SocketAddr,
     tracker: TaskTracker,
+    admin_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
 }
 
 impl Proxy {
@@ -63,12 +65,29 @@ impl Proxy {
         let listener = bind_listener(listen).map_err(|source| StartError::Listen { addr: listen, source })?;
         let local_addr = listener.local_addr().map_err(|source| StartError::Listen { addr: listen, source })?;
         let ctx = Context::new(config, handshake);
+        let (admin_addr, metrics_addr) = spawn_consoles(&ctx).await?;
         let tracker = TaskTracker::new();
         tracker.spawn(accept_loop(ctx.clone(), listener, tracker.clone()));
         tokio::spawn(maintenance(ctx.clone()));
         tracing::info!(%local_addr, backend = %ctx.config().backend, "sluice listening");
-        Ok(ProxyHandle { ctx, local_addr, tracker })
+        Ok(ProxyHandle { ctx, local_addr, tracker, admin_addr, metrics_addr })
     }
+}
+
+/// The admin console and the metrics endpoint, when configured. Outside the task tracker:
+/// the drain must not wait for an operator's open admin session.
+async fn spawn_consoles(ctx: &Arc<Context>) -> Result<(Option<SocketAddr>, Option<SocketAddr>), StartError> {
+    let config = ctx.config();
+    let listen_err = |addr| move |source| StartError::Listen { addr, source };
+    let admin = match config.admin_listen {
+        Some(addr) => Some(crate::admin::spawn(ctx.clone(), addr).await.map_err(listen_err(addr))?),
+        None => None,
+    };
+    let metrics = match config.metrics_listen {
+        Some(addr) => Some(crate::metrics::spawn(ctx.clone(), addr).await.map_err(listen_err(addr))?),
+        None => None,
+    };
+    Ok((admin, metrics))
 }
 
 impl ProxyHandle {
@@ -78,6 +97,22 @@ impl ProxyHandle {
 
     pub fn context(&self) -> &Arc<Context> {
         &self.ctx
+    }
+
+    /// Where the admin console listens, if `admin_listen` is set.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// Where `/metrics` is served, if `metrics_listen` is set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// Resolves when shutdown has been requested from inside (the admin SHUTDOWN command);
+    /// the owner then calls `shutdown` to drain.
+    pub async fn wait_shutdown(&self) {
+        self.ctx.shutdown.cancelled().await
     }
 
     /// Stops accepting, lets running statements finish until `shutdown_timeout`, then ends

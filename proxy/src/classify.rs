@@ -13,6 +13,7 @@
 //! Known limits: statements inside stored procedures (CALL) are invisible; a string literal
 //! is lexed with backslash escapes even under NO_BACKSLASH_ESCAPES.
 
+mod fast;
 mod lexer;
 mod set;
 
@@ -90,6 +91,10 @@ pub struct Effects {
     /// A user variable is referenced (`SET @x`, `@x :=`, `INTO @x`, reading `@x`); `@@sysvar`
     /// is not one.
     pub user_variable: bool,
+    /// A user variable is assigned (`SET @x`, `@x :=`, `INTO @x`): state that only this
+    /// backend holds. Reading one needs no pin: a clean backend answers NULL, as MySQL would
+    /// for a session that never set it.
+    pub user_variable_write: bool,
     /// CREATE TEMPORARY TABLE or DROP TEMPORARY TABLE.
     pub temporary_table: bool,
     /// Calls of GET_LOCK() (and other user-level lock functions).
@@ -192,6 +197,9 @@ struct Stmt {
     /// All tokens, kept only for statements parsed in full (SET, USE, KILL, FLUSH).
     tokens: Option<Vec<Token>>,
     depth: u32,
+    is_with: bool,
+    /// An INTO keyword was seen: the user variables that follow are assigned.
+    into: bool,
     /// For WITH: the first top-level SELECT/INSERT/UPDATE/DELETE/REPLACE.
     with_kind: Option<StatementKind>,
 }
@@ -209,6 +217,8 @@ impl Stmt {
             count: 0,
             tokens: None,
             depth: 0,
+            is_with: false,
+            into: false,
             with_kind: None,
         }
     }
@@ -224,6 +234,14 @@ impl Stmt {
 
 /// Classifies one COM_QUERY text.
 pub fn classify(sql: &[u8]) -> Classification {
+    match fast::classify_plain(sql) {
+        Some(c) => c,
+        None => classify_all(sql),
+    }
+}
+
+/// The full scan: every token of every statement.
+fn classify_all(sql: &[u8]) -> Classification {
     let mut c = Classification::default();
     let mut stmt = Stmt::new();
     let mut statements = 0usize;
@@ -243,8 +261,11 @@ pub fn classify(sql: &[u8]) -> Classification {
         }
         if stmt.count < PREFIX {
             stmt.prefix[stmt.count] = tok;
-            if stmt.count == 0 && needs_all_tokens(sql, &tok) {
-                stmt.tokens = Some(Vec::new());
+            if stmt.count == 0 {
+                if needs_all_tokens(sql, &tok) {
+                    stmt.tokens = Some(Vec::new());
+                }
+                stmt.is_with = is_kw(sql, &tok, b"with");
             }
         }
         stmt.count += 1;
@@ -269,10 +290,21 @@ fn needs_all_tokens(sql: &[u8], first: &Token) -> bool {
 /// Effects that can appear anywhere in a statement.
 fn scan_token(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt, e: &mut Effects) {
     match tok.kind {
-        Tok::UserVar => e.user_variable = true,
+        Tok::UserVar => {
+            e.user_variable = true;
+            let first_is_set = stmt.count > 1 && is_kw(sql, &stmt.prefix[0], b"set");
+            let after_into = prev.is_some_and(|p| is_kw(sql, p, b"into") || (stmt.into && p.kind == Tok::Punct(b',')));
+            if first_is_set || after_into {
+                e.user_variable_write = true;
+            }
+        }
+        Tok::Punct(b':') if prev.is_some_and(|p| p.kind == Tok::UserVar) => e.user_variable_write = true,
+        Tok::Word if is_kw(sql, tok, b"into") => stmt.into = true,
         Tok::SysVar => {
             let name = &sql[tok.start + 2..tok.end];
-            if name.eq_ignore_ascii_case(b"identity") || name.eq_ignore_ascii_case(b"last_insert_id") {
+            if name.eq_ignore_ascii_case(b"identity")
+                || name.eq_ignore_ascii_case(b"last_insert_id")
+            {
                 e.last_insert_id_read = true;
             }
         }
@@ -287,7 +319,7 @@ fn scan_token(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt, e:
             if tok.end - tok.start == 19 && is_kw(sql, tok, b"sql_calc_found_rows") {
                 e.found_rows = true;
             }
-            if stmt.depth == 0 && stmt.count > 1 && stmt.with_kind.is_none() && stmt.word(sql, 0, b"with") {
+            if stmt.is_with && stmt.depth == 0 && stmt.with_kind.is_none() && stmt.count > 1 {
                 stmt.with_kind = dml_kind(sql, tok);
             }
         }
@@ -373,8 +405,8 @@ fn finish(sql: &[u8], stmt: &mut Stmt, first: bool, c: &mut Classification) {
         b"begin" => K::Begin,
         b"start" if w(1, b"transaction") => K::Begin,
         b"commit" | b"rollback" => {
-            e.disconnects = (1..stmt.count.min(PREFIX))
-                .any(|i| w(i, b"release") && !w(i - 1, b"no"));
+            e.disconnects =
+                (1..stmt.count.min(PREFIX)).any(|i| w(i, b"release") && !w(i - 1, b"no"));
             if w(0, b"commit") {
                 K::Commit
             } else if stmt.has_word(sql, 1, b"to") {
@@ -444,7 +476,10 @@ fn finish(sql: &[u8], stmt: &mut Stmt, first: bool, c: &mut Classification) {
         b"do" => K::Do,
         b"flush" => {
             let t = stmt.tokens.as_deref().unwrap_or_default();
-            let pair = |a: &[u8], b: &[u8]| t.windows(2).any(|p| is_kw(sql, &p[0], a) && is_kw(sql, &p[1], b));
+            let pair = |a: &[u8], b: &[u8]| {
+                t.windows(2)
+                    .any(|p| is_kw(sql, &p[0], a) && is_kw(sql, &p[1], b))
+            };
             e.flush_with_read_lock |= pair(b"read", b"lock") || pair(b"for", b"export");
             e.implicit_commit = true;
             K::Flush
@@ -519,7 +554,9 @@ fn lower<'b>(sql: &[u8], tok: &Token, buf: &'b mut [u8; 12]) -> &'b [u8] {
 /// `KILL [HARD|SOFT] [CONNECTION|QUERY] <id>`; `KILL QUERY ID <query id>` and `KILL USER` give None.
 fn kill_target(sql: &[u8], t: &[Token]) -> Option<KillTarget> {
     let mut i = 1;
-    if t.get(i).is_some_and(|x| is_kw(sql, x, b"hard") || is_kw(sql, x, b"soft")) {
+    if t.get(i)
+        .is_some_and(|x| is_kw(sql, x, b"hard") || is_kw(sql, x, b"soft"))
+    {
         i += 1;
     }
     let query = t.get(i).is_some_and(|x| is_kw(sql, x, b"query"));
@@ -530,7 +567,10 @@ fn kill_target(sql: &[u8], t: &[Token]) -> Option<KillTarget> {
     if t.len() != i + 1 {
         return None;
     }
-    let id: u64 = std::str::from_utf8(&sql[id_tok.start..id_tok.end]).ok()?.parse().ok()?;
+    let id: u64 = std::str::from_utf8(&sql[id_tok.start..id_tok.end])
+        .ok()?
+        .parse()
+        .ok()?;
     Some(if query {
         KillTarget::Query(id)
     } else {

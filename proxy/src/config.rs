@@ -157,11 +157,15 @@ impl Overrides {
         let mut o = Overrides::default();
         let env_list = |var: &str| -> Option<(Vec<String>, String)> {
             let v = env.get(var).filter(|v| !v.is_empty())?;
-            Some((v.split(',').map(str::to_string).collect(), format!("env {var}")))
+            Some((
+                v.split(',').map(str::to_string).collect(),
+                format!("env {var}"),
+            ))
         };
         for doc in SETTINGS.iter().filter(|d| is_scalar(d)) {
             if let Some(v) = env.get(doc.env).filter(|v| !v.is_empty()) {
-                o.values.push((doc.name, v.clone(), format!("env {}", doc.env)));
+                o.values
+                    .push((doc.name, v.clone(), format!("env {}", doc.env)));
             }
         }
         o.users = env_list("SLUICE_USERS");
@@ -186,7 +190,10 @@ impl Config {
     /// Built-in defaults with no users (not valid on its own).
     pub fn defaults() -> Config {
         let mut cfg = Config::blank();
-        for doc in SETTINGS.iter().filter(|d| is_scalar(d) && !d.default.is_empty()) {
+        for doc in SETTINGS
+            .iter()
+            .filter(|d| is_scalar(d) && !d.default.is_empty())
+        {
             // The defaults are constants of this crate; a unit test checks each one parses.
             let parsed = apply(&mut cfg, doc.name, doc.default);
             debug_assert!(parsed.is_ok(), "default of {} does not parse", doc.name);
@@ -264,9 +271,17 @@ impl Config {
                     users_summary(&other.admin_users),
                 ),
                 "config" => (path_text(&self.config_path), path_text(&other.config_path)),
-                key => (show(render(self, key, true)), show(render(other, key, true))),
+                key => (
+                    show(render(self, key, true)),
+                    show(render(other, key, true)),
+                ),
             };
-            out.push(SettingChange { name: doc.name, old, new, live: doc.live });
+            out.push(SettingChange {
+                name: doc.name,
+                old,
+                new,
+                live: doc.live,
+            });
         }
         out
     }
@@ -317,7 +332,8 @@ fn users_summary(users: &[UserConfig]) -> String {
 }
 
 fn path_text(p: &Option<PathBuf>) -> String {
-    p.as_ref().map_or("(unset)".into(), |p| p.display().to_string())
+    p.as_ref()
+        .map_or("(unset)".into(), |p| p.display().to_string())
 }
 
 /// Reads the file (if any) and merges.
@@ -358,7 +374,11 @@ fn merge(
         }
     }
     let file_users = |f: Option<&Vec<FileUser>>, what: &str, errors: &mut Vec<String>| {
-        f.map(|list| list.iter().map(|u| user_from_file(u, what, errors)).collect())
+        f.map(|list| {
+            list.iter()
+                .map(|u| user_from_file(u, what, errors))
+                .collect()
+        })
     };
     let users = match &overrides.users {
         Some((specs, src)) => Some(users_from_specs(specs, src, &mut errors)),
@@ -367,7 +387,11 @@ fn merge(
     cfg.users = users.unwrap_or_default();
     let admins = match &overrides.admin_users {
         Some((specs, src)) => Some(users_from_specs(specs, src, &mut errors)),
-        None => file_users(file.and_then(|f| f.0.admin_users.as_ref()), "admin_users", &mut errors),
+        None => file_users(
+            file.and_then(|f| f.0.admin_users.as_ref()),
+            "admin_users",
+            &mut errors,
+        ),
     };
     cfg.admin_users = admins.unwrap_or_default();
     cfg.config_path = config_path;

@@ -24,6 +24,8 @@ pub struct Context {
     pub hard_stop: CancellationToken,
     /// While set, no new statement gets a backend (admin PAUSE).
     pub paused: tokio::sync::watch::Sender<bool>,
+    /// Queue-wait and backend-time histograms (SHOW LATENCY, /metrics).
+    pub latency: crate::latency::Latency,
 }
 
 impl Context {
@@ -40,6 +42,7 @@ impl Context {
             shutdown: CancellationToken::new(),
             hard_stop: CancellationToken::new(),
             paused,
+            latency: crate::latency::Latency::new(),
         })
     }
 

@@ -13,12 +13,16 @@
 //! - [`config`]: the validated configuration (default < file < env < flags).
 //! - [`app`]: `Proxy::bind`, accept loop, shutdown.
 //! - [`stats`]: counters and reason enums.
+//! - [`admin`], [`metrics`], [`latency`]: the admin console, `/metrics`, latency histograms.
 
+pub mod admin;
 pub mod app;
 pub mod classify;
 pub mod config;
 pub mod conn;
 pub mod context;
+pub mod latency;
+pub mod metrics;
 pub mod pool;
 pub mod protocol;
 pub mod session;

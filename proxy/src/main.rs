@@ -30,6 +30,7 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     init_tracing(&config);
+    raise_fd_limit();
     for w in config.warnings() {
         tracing::warn!("{w}");
     }
@@ -46,6 +47,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = hup.recv() => reload(&handle),
+            _ = handle.wait_shutdown() => break,
         }
     }
     tracing::info!("shutting down");
@@ -55,20 +57,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
 
 /// SIGHUP: re-read the file; an invalid one is rejected whole and the running config stays.
 fn reload(handle: &sluice::ProxyHandle) {
-    let ctx = handle.context();
-    let current = ctx.config();
-    match current.reload() {
-        Ok(next) => {
-            for c in current.diff(&next) {
-                if c.live {
-                    tracing::info!(setting = c.name, old = %c.old, new = %c.new, "reload: applied");
-                } else {
-                    tracing::warn!(setting = c.name, old = %c.old, new = %c.new, "reload: needs a restart, not applied");
-                }
-            }
-            ctx.replace_config(next);
-        }
-        Err(e) => tracing::error!("reload rejected, keeping the running config: {e}"),
+    // The same path as the admin RELOAD: it logs each change and keeps restart-only settings.
+    if let Err(e) = sluice::admin::actions::reload(handle.context()) {
+        tracing::error!("SIGHUP: {e}");
     }
 }
 
@@ -79,5 +70,19 @@ fn init_tracing(config: &Config) {
     match config.log_format {
         sluice::config::LogFormat::Json => builder.json().init(),
         sluice::config::LogFormat::Text => builder.init(),
+    }
+}
+
+/// Every client is a socket: lift the soft open-files limit to the hard one.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                tracing::warn!("could not raise the open-files limit");
+            }
+        }
     }
 }

@@ -6,6 +6,14 @@ use std::fmt::Write as _;
 use super::Report;
 use crate::level::LevelResult;
 
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        f64::NAN
+    }
+}
+
 /// Experiment B: `(peak row, largest-C row, peak QPS / its QPS, its p99 / peak p99)`.
 pub fn collapse_of(rows: &[&LevelResult]) -> Option<(LevelResult, LevelResult, f64, f64)> {
     let peak = rows
@@ -83,6 +91,12 @@ pub fn render(rep: &Report) -> String {
         meta("loadgen_worker_threads"), meta("host_cores"), meta("arch")
     );
     let _ = writeln!(out, "table: {} rows, SCAN_W {}; query: {}", meta("rows"), meta("scan_w"), meta("query"));
+    let _ = writeln!(
+        out,
+        "host load average: {} at start, {} at end (other work on the host skews every number)",
+        meta("host_loadavg_at_start"),
+        meta("host_loadavg_at_end")
+    );
     for note in &rep.notes {
         let _ = writeln!(out, "note: {note}");
     }
@@ -111,10 +125,23 @@ pub fn render(rep: &Report) -> String {
         let _ = writeln!(out, "\nExperiment B: the collapse");
         let _ = writeln!(
             out,
-            "Peak: {:.0} QPS at C={} with a {:.2} ms p99. At C={}: {:.0} QPS and a {:.2} ms p99.\n\
-             The peak has {:.2}x the throughput of C={}, and C={}'s p99 is {:.1}x the peak's.",
-            peak.qps, peak.clients, peak.p99_ms, worst.clients, worst.qps, worst.p99_ms, q, worst.clients, worst.clients, p
+            "Peak: {:.0} QPS at C={} with a {:.2} ms p99. At C={}: {:.0} QPS and a {:.2} ms p99.",
+            peak.qps, peak.clients, peak.p99_ms, worst.clients, worst.qps, worst.p99_ms
         );
+        if worst.queries == 0 {
+            let _ = writeln!(
+                out,
+                "No query of C={} finished inside the window, so its throughput and p99 ratios are undefined;\n\
+                 the window is too short for this many clients on this server (use a longer WINDOW_S).",
+                worst.clients
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "The peak has {q:.2}x the throughput of C={}, and C={}'s p99 is {p:.1}x the peak's.",
+                worst.clients, worst.clients
+            );
+        }
         if worst.p99_with_inflight_ms > worst.p99_ms * 1.05 {
             let _ = writeln!(
                 out,
@@ -127,7 +154,7 @@ pub fn render(rep: &Report) -> String {
     if !c.is_empty() {
         let _ = writeln!(out, "\nExperiment C: {} client tasks over an in-process fair FIFO pool of P connections (latency includes the wait to borrow)", c[0].clients);
         table(&mut out, &c, "P", |r| r.pool_size.unwrap_or(0).to_string());
-        let direct = a.iter().find(|r| r.clients == c[0].clients);
+        let direct = a.iter().find(|r| r.clients == c[0].clients && r.queries > 0);
         if let (Some(best), Some(direct)) = (best_pool(&c), direct) {
             let _ = writeln!(
                 out,

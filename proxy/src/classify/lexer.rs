@@ -37,8 +37,20 @@ pub(crate) struct Lexer<'a> {
     prev: Option<Token>,
 }
 
+/// Bytes that make up words, as a table because this is the innermost loop of the hot path.
+const WORD_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80;
+        i += 1;
+    }
+    t
+};
+
 fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+    WORD_BYTES[b as usize]
 }
 
 impl<'a> Lexer<'a> {
@@ -56,9 +68,8 @@ impl<'a> Lexer<'a> {
     }
 
     fn skip_while(&mut self, f: impl Fn(u8) -> bool) {
-        while self.pos < self.sql.len() && f(self.sql[self.pos]) {
-            self.pos += 1;
-        }
+        let rest = self.sql.get(self.pos..).unwrap_or_default();
+        self.pos += rest.iter().position(|&b| !f(b)).unwrap_or(rest.len());
     }
 
     /// Skips a quoted run starting at `pos` (on the opening quote). Backslash escapes apply to
@@ -154,11 +165,11 @@ impl Iterator for Lexer<'_> {
             if self.pos >= self.sql.len() {
                 return None;
             }
-            if self.skip_comment() {
-                continue;
-            }
             let start = self.pos;
             let b = self.sql[start];
+            if matches!(b, b'#' | b'-' | b'/' | b'*') && self.skip_comment() {
+                continue;
+            }
             let kind = match b {
                 b'\'' | b'"' => {
                     self.skip_quoted(b);
@@ -191,7 +202,9 @@ impl Iterator for Lexer<'_> {
 
 /// True when `tok` is the word `kw` (given in lower case), compared case-insensitively.
 pub(crate) fn is_kw(sql: &[u8], tok: &Token, kw: &[u8]) -> bool {
-    tok.kind == Tok::Word && tok.end - tok.start == kw.len() && sql[tok.start..tok.end].eq_ignore_ascii_case(kw)
+    tok.kind == Tok::Word
+        && tok.end - tok.start == kw.len()
+        && sql[tok.start..tok.end].eq_ignore_ascii_case(kw)
 }
 
 /// The text of an identifier-like token without its quotes (`` `a``b` `` -> "a`b").

@@ -34,7 +34,9 @@ pub(super) fn finish_set(sql: &[u8], tokens: &[Token], first: bool, c: &mut Clas
 fn parse(sql: &[u8], t: &[Token], first: bool, c: &mut Classification) -> Parsed {
     let kw = |i: usize, k: &[u8]| t.get(i).is_some_and(|x| is_kw(sql, x, k));
     let scope_at = |i: usize| t.get(i).and_then(|x| scope_keyword(sql, x));
-    if kw(0, b"password") || kw(0, b"role") || (kw(0, b"default") && kw(1, b"role"))
+    if kw(0, b"password")
+        || kw(0, b"role")
+        || (kw(0, b"default") && kw(1, b"role"))
         || (kw(0, b"session") && kw(1, b"authorization"))
     {
         c.effects.set_role_or_auth = true;
@@ -95,11 +97,35 @@ fn merge_effects(a: &mut Effects, b: &Effects) {
     let get_lock = a.get_lock.max(b.get_lock);
     let release_lock = a.release_lock.max(b.release_lock);
     macro_rules! or { ($($f:ident),*) => { $( a.$f |= b.$f; )* } }
-    or!(user_variable, temporary_table, release_all_locks, lock_tables, unlock_tables,
-        flush_with_read_lock, lock_instance, unlock_instance, sql_prepare, sql_deallocate,
-        found_rows, last_insert_id_read, unknown_set, set_transaction_next, handler_open,
-        session_track_change, connection_id, set_role_or_auth, implicit_commit, sql_log_bin,
-        global_set, xa, diagnostics, unknown_state, disconnects, load_local_infile);
+    or!(
+        user_variable,
+        user_variable_write,
+        temporary_table,
+        release_all_locks,
+        lock_tables,
+        unlock_tables,
+        flush_with_read_lock,
+        lock_instance,
+        unlock_instance,
+        sql_prepare,
+        sql_deallocate,
+        found_rows,
+        last_insert_id_read,
+        unknown_set,
+        set_transaction_next,
+        handler_open,
+        session_track_change,
+        connection_id,
+        set_role_or_auth,
+        implicit_commit,
+        sql_log_bin,
+        global_set,
+        xa,
+        diagnostics,
+        unknown_state,
+        disconnects,
+        load_local_infile
+    );
     a.get_lock = get_lock;
     a.release_lock = release_lock;
 }
@@ -182,7 +208,14 @@ fn item_into(
         Tok::UserVar => {
             let raw = &sql[head.start + 1..head.end];
             let name = match raw.first() {
-                Some(b'\'' | b'"' | b'`') => ident_text(sql, &Token { kind: Tok::Quoted, start: head.start + 1, end: head.end })?,
+                Some(b'\'' | b'"' | b'`') => ident_text(
+                    sql,
+                    &Token {
+                        kind: Tok::Quoted,
+                        start: head.start + 1,
+                        end: head.end,
+                    },
+                )?,
                 _ => String::from_utf8_lossy(raw).into_owned(),
             };
             (None, name, i + 1)
@@ -216,7 +249,9 @@ fn item_into(
     }
     let value_toks = t.get(j + 1..).filter(|v| !v.is_empty())?;
     let (first, last) = (value_toks.first()?, value_toks.last()?);
-    let value = String::from_utf8_lossy(&sql[first.start..last.end]).trim().to_string();
+    let value = String::from_utf8_lossy(&sql[first.start..last.end])
+        .trim()
+        .to_string();
     match item_scope {
         None => items.push(SetItem::UserVar { name, value }),
         Some(Scope::Global) => {
@@ -273,7 +308,10 @@ fn transaction(sql: &[u8], t: &[Token], scope: Option<Scope>, e: &mut Effects) -
     }
     let Some(scope) = scope else {
         e.set_transaction_next = true;
-        return Parsed::Items(vec![SetItem::Transaction { isolation, read_only }]);
+        return Parsed::Items(vec![SetItem::Transaction {
+            isolation,
+            read_only,
+        }]);
     };
     let mut vars = Vec::new();
     if let Some(level) = isolation {

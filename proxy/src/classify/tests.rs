@@ -36,7 +36,11 @@ fn effect_names(c: &Classification) -> Vec<String> {
         ("load_local_infile", e.load_local_infile),
         ("multi", c.multi_statement),
     ];
-    let mut out: Vec<String> = flags.iter().filter(|f| f.1).map(|f| f.0.to_string()).collect();
+    let mut out: Vec<String> = flags
+        .iter()
+        .filter(|f| f.1)
+        .map(|f| f.0.to_string())
+        .collect();
     if e.get_lock > 0 {
         out.push(format!("get_lock={}", e.get_lock));
     }
@@ -49,6 +53,11 @@ fn effect_names(c: &Classification) -> Vec<String> {
 
 fn check(sql: &str, kind: StatementKind, effects: &[&str]) -> Classification {
     let c = classify(sql.as_bytes());
+    assert_eq!(
+        c,
+        classify_all(sql.as_bytes()),
+        "fast path disagrees on {sql:?}"
+    );
     let mut want: Vec<String> = effects.iter().map(|s| s.to_string()).collect();
     want.sort();
     assert_eq!((c.kind, effect_names(&c)), (kind, want), "{sql:?}");
@@ -183,26 +192,44 @@ fn statement_forms() {
 }
 
 fn sv(name: &str, value: &str) -> SetItem {
-    SetItem::SessionVar { name: name.into(), value: value.into() }
+    SetItem::SessionVar {
+        name: name.into(),
+        value: value.into(),
+    }
 }
 fn gv(name: &str, value: &str) -> SetItem {
-    SetItem::GlobalVar { name: name.into(), value: value.into() }
+    SetItem::GlobalVar {
+        name: name.into(),
+        value: value.into(),
+    }
 }
 fn uv(name: &str, value: &str) -> SetItem {
-    SetItem::UserVar { name: name.into(), value: value.into() }
+    SetItem::UserVar {
+        name: name.into(),
+        value: value.into(),
+    }
 }
 fn names(charset: &str, collation: Option<&str>) -> SetItem {
-    SetItem::Names { charset: charset.into(), collation: collation.map(Into::into) }
+    SetItem::Names {
+        charset: charset.into(),
+        collation: collation.map(Into::into),
+    }
 }
 fn tx(isolation: Option<&str>, read_only: Option<bool>) -> SetItem {
-    SetItem::Transaction { isolation: isolation.map(Into::into), read_only }
+    SetItem::Transaction {
+        isolation: isolation.map(Into::into),
+        read_only,
+    }
 }
+
+/// SQL, the expected `set` field, and the expected effects.
+type SetRow = (&'static str, Option<Vec<SetItem>>, &'static [&'static str]);
 
 #[test]
 fn set_forms() {
     let iso = |v: &str| sv("transaction_isolation", &format!("'{v}'"));
     #[rustfmt::skip]
-    let rows: Vec<(&str, Option<Vec<SetItem>>, &[&str])> = vec![
+    let rows: Vec<SetRow> = vec![
         ("SET a=1, b='x'", Some(vec![sv("a", "1"), sv("b", "'x'")]), &[]),
         ("SET SESSION sql_mode = 'STRICT_ALL_TABLES'", Some(vec![sv("sql_mode", "'STRICT_ALL_TABLES'")]), &[]),
         ("SET @@session.time_zone = '+00:00'", Some(vec![sv("time_zone", "'+00:00'")]), &[]),
@@ -264,9 +291,17 @@ fn set_forms() {
 
 #[test]
 fn set_statement_for_takes_the_inner_statement() {
-    let c = check("SET STATEMENT max_statement_time=1 FOR SELECT GET_LOCK('a', 1)", K::Select, &["get_lock=1"]);
+    let c = check(
+        "SET STATEMENT max_statement_time=1 FOR SELECT GET_LOCK('a', 1)",
+        K::Select,
+        &["get_lock=1"],
+    );
     assert_eq!(c.set, None);
-    check("SET STATEMENT a=1 FOR CREATE TEMPORARY TABLE t (x int)", K::Create, &["temporary_table"]);
+    check(
+        "SET STATEMENT a=1 FOR CREATE TEMPORARY TABLE t (x int)",
+        K::Create,
+        &["temporary_table"],
+    );
 }
 
 #[test]
@@ -297,7 +332,11 @@ fn use_schema() {
     ];
     for (sql, schema) in rows {
         let c = classify(sql.as_bytes());
-        assert_eq!((c.kind, c.use_schema.as_deref()), (K::Use, schema), "{sql:?}");
+        assert_eq!(
+            (c.kind, c.use_schema.as_deref()),
+            (K::Use, schema),
+            "{sql:?}"
+        );
     }
     let c = check("USE db1; SELECT 1", K::Use, &["multi"]);
     assert_eq!(c.use_schema.as_deref(), Some("db1"));
@@ -305,12 +344,22 @@ fn use_schema() {
 
 #[test]
 fn never_panics_on_arbitrary_bytes() {
-    let samples: [&[u8]; 8] = [b"\xff\xfe@", b"@", b"@@", b"'", b"/*!", b"/*M!123", b"`", b"SET @'"];
+    let samples: [&[u8]; 8] = [
+        b"\xff\xfe@",
+        b"@",
+        b"@@",
+        b"'",
+        b"/*!",
+        b"/*M!123",
+        b"`",
+        b"SET @'",
+    ];
     for s in samples {
         let _ = classify(s);
     }
     // Every prefix of a tricky statement.
-    let sql = b"/*!40101 SET @a:=(SELECT 'x\\'y'), NAMES `u``8` COLLATE \"c\" */; KILL QUERY 1 -- x";
+    let sql =
+        b"/*!40101 SET @a:=(SELECT 'x\\'y'), NAMES `u``8` COLLATE \"c\" */; KILL QUERY 1 -- x";
     for i in 0..=sql.len() {
         let _ = classify(&sql[..i]);
     }
@@ -320,12 +369,41 @@ fn never_panics_on_arbitrary_bytes() {
 /// about time because timing belongs in benchmarks.
 #[test]
 fn timing_of_the_benchmark_query() {
-    let n = 200_000u32;
-    let start = std::time::Instant::now();
-    for _ in 0..n {
-        std::hint::black_box(classify(std::hint::black_box(BENCH_QUERY.as_bytes())));
-    }
-    let per = start.elapsed() / n;
-    println!("classify(benchmark query): {per:?} per call");
+    let n = 100_000u32;
+    // The best of several rounds: the machine is shared, so the others measure the neighbours.
+    let best = (0..5)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            for _ in 0..n {
+                std::hint::black_box(classify(std::hint::black_box(BENCH_QUERY.as_bytes())));
+            }
+            start.elapsed() / n
+        })
+        .min()
+        .unwrap_or_default();
+    println!("classify(benchmark query): {best:?} per call (best of 5 rounds)");
     assert_eq!(classify(BENCH_QUERY.as_bytes()).kind, K::Select);
+}
+
+#[test]
+fn user_variable_assignments_are_told_from_reads() {
+    let rows: &[(&str, bool)] = &[
+        ("SELECT @x", false),
+        ("SELECT @x + 1 FROM t WHERE a = @y", false),
+        ("EXECUTE s USING @a", false),
+        ("SET @x = 1", true),
+        ("SET @x := 1, @y = 2", true),
+        ("SET sql_mode = @old", true), // conservative: any SET naming a user variable
+        ("SELECT @x := 5", true),
+        ("SELECT @x:=5", true),
+        ("SELECT 1 INTO @x", true),
+        ("SELECT 1, 2 INTO @a, @b", true),
+        ("SELECT a FROM t INTO @x", true),
+        ("/*!40101 SET @OLD_SQL_MODE=@@SQL_MODE */", true),
+        ("SELECT '@x := 1'", false),
+    ];
+    for (sql, write) in rows {
+        let c = classify(sql.as_bytes());
+        assert_eq!(c.effects.user_variable_write, *write, "{sql}");
+    }
 }

@@ -7,7 +7,11 @@ use super::settings::{SettingArgs, LIST_SETTINGS};
 
 /// `sluice [flags]`. Parse with `Cli::parse()` (clap) or `Cli::try_parse_from(args)` in tests.
 #[derive(Debug, Clone, Default, clap::Parser)]
-#[command(name = "sluice", version, about = "A transparent MySQL connection-pooling proxy")]
+#[command(
+    name = "sluice",
+    version,
+    about = "A transparent MySQL connection-pooling proxy"
+)]
 pub struct Cli {
     #[arg(long, env = "SLUICE_CONFIG", value_name = "path", help = LIST_SETTINGS[0].description)]
     pub config: Option<PathBuf>,

@@ -85,6 +85,8 @@ fn has_plaintext_password(file: &FileConfig) -> bool {
             .is_some_and(|p| !p.is_empty() && !super::Secret::new(p.to_string()).is_native_hash())
     };
     let mut users = file.users.iter().chain(file.admin_users.iter()).flatten();
-    file.backend_password.as_ref().is_some_and(|p| !p.0.is_empty())
+    file.backend_password
+        .as_ref()
+        .is_some_and(|p| !p.0.is_empty())
         || users.any(|u| plain(&u.password) || plain(&u.backend_password))
 }

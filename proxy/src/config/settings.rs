@@ -248,7 +248,13 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
     let s = |x: String| Some(V::String(x));
     let n = |x: u32| Some(V::Integer(i64::from(x)));
     let d = |x: std::time::Duration| s(format_duration(x));
-    let secret = |x: &Secret| s(if mask { "***".into() } else { x.expose().into() });
+    let secret = |x: &Secret| {
+        s(if mask {
+            "***".into()
+        } else {
+            x.expose().into()
+        })
+    };
     match key {
         "listen" => s(cfg.listen.to_string()),
         "backend" => s(cfg.backend.clone()),
@@ -278,8 +284,14 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "min_idle" => n(cfg.min_idle),
         "admin_listen" => cfg.admin_listen.map(|a| a.to_string()).and_then(s),
         "metrics_listen" => cfg.metrics_listen.map(|a| a.to_string()).and_then(s),
-        "tls_cert" => cfg.tls_cert.as_ref().and_then(|p| s(p.display().to_string())),
-        "tls_key" => cfg.tls_key.as_ref().and_then(|p| s(p.display().to_string())),
+        "tls_cert" => cfg
+            .tls_cert
+            .as_ref()
+            .and_then(|p| s(p.display().to_string())),
+        "tls_key" => cfg
+            .tls_key
+            .as_ref()
+            .and_then(|p| s(p.display().to_string())),
         "require_secure_transport" => Some(V::Boolean(cfg.require_secure_transport)),
         "log_format" => s(cfg.log_format.to_string()),
         _ => None,

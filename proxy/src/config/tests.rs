@@ -34,15 +34,26 @@ const MINIMAL: &str = "[[users]]\nname = \"app\"\npassword = \"secret\"\n";
 
 #[test]
 fn every_default_parses_and_matches_the_spec() {
-    for doc in SETTINGS.iter().filter(|d| is_scalar(d) && !d.default.is_empty()) {
+    for doc in SETTINGS
+        .iter()
+        .filter(|d| is_scalar(d) && !d.default.is_empty())
+    {
         let mut cfg = Config::defaults();
-        assert_eq!(apply(&mut cfg, doc.name, doc.default), Ok(()), "{}", doc.name);
+        assert_eq!(
+            apply(&mut cfg, doc.name, doc.default),
+            Ok(()),
+            "{}",
+            doc.name
+        );
     }
     let c = Config::defaults();
     assert_eq!(c.listen.to_string(), "127.0.0.1:6033");
     assert_eq!(c.backend, "127.0.0.1:3306");
     assert_eq!(c.pool_size, PoolSize::Fixed(4));
-    assert_eq!((c.min_pool_size, c.max_pool_size, c.max_backend_connections), (1, 64, 64));
+    assert_eq!(
+        (c.min_pool_size, c.max_pool_size, c.max_backend_connections),
+        (1, 64, 64)
+    );
     assert_eq!(c.max_client_connections, 10_000);
     assert_eq!(c.queue_timeout, Duration::from_secs(30));
     assert_eq!(c.max_queue_wait, None);
@@ -73,19 +84,31 @@ fn precedence_is_default_file_env_flag() {
     ]);
     let cli = Cli::try_parse_from(["sluice", "--config", path, "--pool-size", "16"]).expect("cli");
     let cfg = Config::load_with_env(&cli, &env).expect("valid");
-    assert_eq!(cfg.pool_size, PoolSize::Fixed(16), "flag beats env and file");
+    assert_eq!(
+        cfg.pool_size,
+        PoolSize::Fixed(16),
+        "flag beats env and file"
+    );
     assert_eq!(cfg.queue_timeout, Duration::from_secs(20), "env beats file");
     assert_eq!(cfg.max_backend_connections, 40, "file beats default");
     assert_eq!(cfg.connect_timeout, Duration::from_secs(5), "default");
     let names: Vec<&str> = cfg.users.iter().map(|u| u.name.as_str()).collect();
-    assert_eq!(names, ["envuser", "other"], "env users replace the file's list");
+    assert_eq!(
+        names,
+        ["envuser", "other"],
+        "env users replace the file's list"
+    );
     assert_eq!(cfg.users[1].password.expose(), "pw:with:colons");
     assert_eq!(cfg.config_path.as_deref(), Some(file.path()));
 
-    let cli = Cli::try_parse_from(["sluice", "--config", path, "--user", "flaguser:x"]).expect("cli");
+    let cli =
+        Cli::try_parse_from(["sluice", "--config", path, "--user", "flaguser:x"]).expect("cli");
     let cfg = Config::load_with_env(&cli, &env).expect("valid");
     assert_eq!(cfg.users.len(), 1);
-    assert_eq!(cfg.users[0].name, "flaguser", "flag users replace env users");
+    assert_eq!(
+        cfg.users[0].name, "flaguser",
+        "flag users replace env users"
+    );
     assert_eq!(cfg.pool_size, PoolSize::Fixed(12), "env beats file");
 }
 
@@ -102,18 +125,36 @@ fn config_path_can_come_from_env() {
 fn reload_rereads_the_file_and_keeps_flags() {
     let mut file = temp_config(&format!("pool_size = 8\nqueue_timeout = 5\n{MINIMAL}"));
     let path = file.path().to_str().expect("utf-8 path").to_string();
-    let cli = Cli::try_parse_from(["sluice", "--config", &path, "--queue-timeout", "7s"]).expect("cli");
+    let cli =
+        Cli::try_parse_from(["sluice", "--config", &path, "--queue-timeout", "7s"]).expect("cli");
     let cfg = Config::load_with_env(&cli, &HashMap::new()).expect("valid");
     assert_eq!(cfg.queue_timeout, Duration::from_secs(7));
     file.as_file_mut().set_len(0).expect("truncate");
-    std::fs::write(&path, format!("pool_size = 6\nlisten = \"127.0.0.1:7000\"\n{MINIMAL}")).expect("rewrite");
+    std::fs::write(
+        &path,
+        format!("pool_size = 6\nlisten = \"127.0.0.1:7000\"\n{MINIMAL}"),
+    )
+    .expect("rewrite");
     let new = cfg.reload().expect("reload");
     assert_eq!(new.pool_size, PoolSize::Fixed(6));
-    assert_eq!(new.queue_timeout, Duration::from_secs(7), "the flag still wins after reload");
+    assert_eq!(
+        new.queue_timeout,
+        Duration::from_secs(7),
+        "the flag still wins after reload"
+    );
     let changes = cfg.diff(&new);
-    let pool = changes.iter().find(|c| c.name == "pool_size").expect("pool_size changed");
-    assert_eq!((pool.old.as_str(), pool.new.as_str(), pool.live), ("8", "6", true));
-    let listen = changes.iter().find(|c| c.name == "listen").expect("listen changed");
+    let pool = changes
+        .iter()
+        .find(|c| c.name == "pool_size")
+        .expect("pool_size changed");
+    assert_eq!(
+        (pool.old.as_str(), pool.new.as_str(), pool.live),
+        ("8", "6", true)
+    );
+    let listen = changes
+        .iter()
+        .find(|c| c.name == "listen")
+        .expect("listen changed");
     assert!(!listen.live, "listen needs a restart");
     assert_eq!(changes.len(), 2, "{changes:?}");
 
@@ -154,22 +195,38 @@ name = "nopass"
         "admin_listen is set but no admin_users",
     ];
     for e in expect {
-        assert!(errs.iter().any(|m| m.contains(e)), "missing {e:?} in {errs:#?}");
+        assert!(
+            errs.iter().any(|m| m.contains(e)),
+            "missing {e:?} in {errs:#?}"
+        );
     }
     assert_eq!(errs.len(), expect.len(), "{errs:#?}");
 
     let errs = invalid(Config::from_toml_str("pool_size = 80\n"));
-    assert!(errs.iter().any(|m| m.contains("no users are configured")), "{errs:?}");
-    assert!(errs.iter().any(|m| m.contains("max_backend_connections (64) is less than pool_size (80)")));
+    assert!(
+        errs.iter().any(|m| m.contains("no users are configured")),
+        "{errs:?}"
+    );
+    assert!(errs
+        .iter()
+        .any(|m| m.contains("max_backend_connections (64) is less than pool_size (80)")));
 }
 
 #[test]
 fn hashed_passwords_need_native_auth_and_backend_credentials() {
     let hash = "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19";
-    let text = format!("[[users]]\nname = \"h\"\npassword = \"{hash}\"\nauth_plugin = \"caching_sha2_password\"\n");
+    let text = format!(
+        "[[users]]\nname = \"h\"\npassword = \"{hash}\"\nauth_plugin = \"caching_sha2_password\"\n"
+    );
     let errs = invalid(Config::from_toml_str(&text));
-    assert!(errs.iter().any(|m| m.contains("cannot verify caching_sha2_password")), "{errs:?}");
-    assert!(errs.iter().any(|m| m.contains("log in to the backend with a password hash")));
+    assert!(
+        errs.iter()
+            .any(|m| m.contains("cannot verify caching_sha2_password")),
+        "{errs:?}"
+    );
+    assert!(errs
+        .iter()
+        .any(|m| m.contains("log in to the backend with a password hash")));
     let ok = format!("backend_user = \"svc\"\nbackend_password = \"pw\"\n[[users]]\nname = \"h\"\npassword = \"{hash}\"\n");
     let cfg = Config::from_toml_str(&ok).expect("valid");
     assert!(cfg.users[0].password.is_native_hash());
@@ -178,21 +235,38 @@ fn hashed_passwords_need_native_auth_and_backend_credentials() {
 
 #[test]
 fn unknown_keys_and_bad_types_are_parse_errors() {
-    let err = Config::from_toml_str("pool_sise = 4\n").err().expect("error");
-    assert!(matches!(&err, ConfigError::Parse { message, .. } if message.contains("pool_sise")), "{err}");
-    let err = Config::from_toml_str("[[users]]\nname = \"a\"\npasword = \"x\"\n").err().expect("error");
+    let err = Config::from_toml_str("pool_sise = 4\n").expect_err("error");
+    assert!(
+        matches!(&err, ConfigError::Parse { message, .. } if message.contains("pool_sise")),
+        "{err}"
+    );
+    let err =
+        Config::from_toml_str("[[users]]\nname = \"a\"\npasword = \"x\"\n").expect_err("error");
     assert!(err.to_string().contains("pasword"), "{err}");
 }
 
 #[test]
 fn bad_flag_and_env_values_name_their_source() {
-    let cli = Cli::try_parse_from(["sluice", "--user", "a:b", "--listen", "localhost:1"]).expect("cli");
-    let errs = invalid(Config::load_with_env(&cli, &env(&[("SLUICE_MAX_ALLOWED_PACKET", "lots")])));
-    assert!(errs.iter().any(|m| m.starts_with("listen:") && m.contains("--listen or env SLUICE_LISTEN")), "{errs:?}");
-    assert!(errs.iter().any(|m| m.contains("max_allowed_packet") && m.contains("env SLUICE_MAX_ALLOWED_PACKET")));
+    let cli =
+        Cli::try_parse_from(["sluice", "--user", "a:b", "--listen", "localhost:1"]).expect("cli");
+    let errs = invalid(Config::load_with_env(
+        &cli,
+        &env(&[("SLUICE_MAX_ALLOWED_PACKET", "lots")]),
+    ));
+    assert!(
+        errs.iter()
+            .any(|m| m.starts_with("listen:") && m.contains("--listen or env SLUICE_LISTEN")),
+        "{errs:?}"
+    );
+    assert!(errs
+        .iter()
+        .any(|m| m.contains("max_allowed_packet") && m.contains("env SLUICE_MAX_ALLOWED_PACKET")));
     let cli = Cli::try_parse_from(["sluice", "--user", "nocolon"]).expect("cli");
     let errs = invalid(Config::load_with_env(&cli, &HashMap::new()));
-    assert!(errs.iter().any(|m| m.contains("write it as NAME:PASSWORD")), "{errs:?}");
+    assert!(
+        errs.iter().any(|m| m.contains("write it as NAME:PASSWORD")),
+        "{errs:?}"
+    );
 }
 
 #[test]
@@ -228,7 +302,11 @@ password = "admin-pw"
     assert!(!format!("{cfg:?}").contains("app-pw"), "Debug must mask");
     // Every scalar setting has a value here, so render covers every row.
     for doc in SETTINGS.iter().filter(|d| is_scalar(d)) {
-        assert!(render(&cfg, doc.name, true).is_some(), "{} not rendered", doc.name);
+        assert!(
+            render(&cfg, doc.name, true).is_some(),
+            "{} not rendered",
+            doc.name
+        );
     }
     let plain = docs::to_toml(&cfg, false);
     let again = Config::from_toml_str(&plain).expect("round trip");
@@ -259,7 +337,10 @@ fn value_parsers() {
     assert_eq!("auto".parse::<PoolSize>(), Ok(PoolSize::Auto));
     assert_eq!(" 8 ".parse::<PoolSize>(), Ok(PoolSize::Fixed(8)));
     assert!("-1".parse::<PoolSize>().is_err());
-    assert_eq!("caching_sha2_password".parse(), Ok(AuthPluginName::CachingSha2));
+    assert_eq!(
+        "caching_sha2_password".parse(),
+        Ok(AuthPluginName::CachingSha2)
+    );
     assert_eq!("MYSQL_NATIVE_PASSWORD".parse(), Ok(AuthPluginName::Native));
     assert!("sha256_password".parse::<AuthPluginName>().is_err());
     assert_eq!("JSON".parse(), Ok(LogFormat::Json));
@@ -294,16 +375,22 @@ fn warns_about_a_readable_file_with_plaintext_passwords() {
     let file = temp_config(MINIMAL);
     let set_mode = |m| std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(m));
     set_mode(0o644).expect("chmod");
-    let cli = Cli::try_parse_from(["sluice", "--config", file.path().to_str().expect("path")]).expect("cli");
+    let cli = Cli::try_parse_from(["sluice", "--config", file.path().to_str().expect("path")])
+        .expect("cli");
     let cfg = Config::load_with_env(&cli, &HashMap::new()).expect("valid");
     let w = cfg.warnings();
-    assert!(w.iter().any(|w| w.contains("plaintext password") && w.contains("chmod 600")), "{w:?}");
+    assert!(
+        w.iter()
+            .any(|w| w.contains("plaintext password") && w.contains("chmod 600")),
+        "{w:?}"
+    );
     set_mode(0o600).expect("chmod");
     assert!(cfg.warnings().is_empty());
 }
 
 #[test]
 fn every_flag_has_an_env_var_and_a_settings_row() {
+    Cli::command().debug_assert();
     let cmd = Cli::command();
     let mut flags = Vec::new();
     for arg in cmd.get_arguments() {
@@ -320,7 +407,11 @@ fn every_flag_has_an_env_var_and_a_settings_row() {
     }
     for s in SETTINGS {
         assert!(flags.iter().any(|f| f == s.flag), "{} has no flag", s.name);
-        assert!(s.env.starts_with("SLUICE_") && !s.description.is_empty(), "{}", s.name);
+        assert!(
+            s.env.starts_with("SLUICE_") && !s.description.is_empty(),
+            "{}",
+            s.name
+        );
     }
 }
 
@@ -347,7 +438,12 @@ fn every_flag_reaches_the_config() {
         assert_eq!(o.values.len(), 1, "{} not mapped", doc.flag);
         let mut cfg = base.clone();
         apply(&mut cfg, o.values[0].0, &o.values[0].1).expect("sample parses");
-        assert_ne!(render(&cfg, doc.name, false), render(&base, doc.name, false), "{}", doc.name);
+        assert_ne!(
+            render(&cfg, doc.name, false),
+            render(&base, doc.name, false),
+            "{}",
+            doc.name
+        );
     }
 }
 
@@ -380,7 +476,11 @@ fn example_toml_is_generated_and_parses() {
         .lines()
         .filter_map(|l| l.strip_prefix("# "))
         .filter(|l| l.contains(" = ") && !l.contains("# unset by default"))
-        .filter(|l| SETTINGS.iter().any(|s| l.starts_with(&format!("{} = ", s.name))))
+        .filter(|l| {
+            SETTINGS
+                .iter()
+                .any(|s| l.starts_with(&format!("{} = ", s.name)))
+        })
         .map(|l| format!("{l}\n"))
         .collect();
     text.push_str(MINIMAL);

@@ -83,9 +83,7 @@ impl Config {
         check_user_list(&self.users, "users", e);
         check_user_list(&self.admin_users, "admin_users", e);
         for u in &self.users {
-            if u.password.is_native_hash()
-                && u.auth_plugin(self) == AuthPluginName::CachingSha2
-            {
+            if u.password.is_native_hash() && u.auth_plugin(self) == AuthPluginName::CachingSha2 {
                 e.push(format!(
                     "user {:?} has a mysql_native_password hash as password, which cannot verify caching_sha2_password; set auth_plugin = \"mysql_native_password\" for this user or give a plaintext password",
                     u.name
@@ -122,8 +120,12 @@ impl Config {
             }
         }
         match (&self.tls_cert, &self.tls_key) {
-            (Some(_), None) => e.push("tls_cert is set without tls_key; set both or neither".into()),
-            (None, Some(_)) => e.push("tls_key is set without tls_cert; set both or neither".into()),
+            (Some(_), None) => {
+                e.push("tls_cert is set without tls_key; set both or neither".into())
+            }
+            (None, Some(_)) => {
+                e.push("tls_key is set without tls_cert; set both or neither".into())
+            }
             _ => {}
         }
         if self.require_secure_transport && self.tls_cert.is_none() {

@@ -145,12 +145,14 @@ impl fmt::Display for LogFormat {
 /// Parses "30s", "500ms", "2m", "1h", "1m30s", "250us", or a plain number of seconds ("30", "0.5").
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let bad = || format!("expected a duration such as 30s, 500ms, 2m or 1h (a plain number means seconds); got {s:?}");
+    let bad = || {
+        format!("expected a duration such as 30s, 500ms, 2m or 1h (a plain number means seconds); got {s:?}")
+    };
     if s.is_empty() {
         return Err(bad());
     }
     if let Ok(secs) = s.parse::<f64>() {
-        return if secs.is_finite() && secs >= 0.0 && secs < 1e12 {
+        return if (0.0..1e12).contains(&secs) {
             Ok(Duration::from_secs_f64(secs))
         } else {
             Err(bad())
@@ -159,13 +161,17 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let mut total = Duration::ZERO;
     let mut rest = s;
     while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let num_len = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if num_len == 0 {
             return Err(bad());
         }
         let n: u64 = rest[..num_len].parse().map_err(|_| bad())?;
         rest = rest[num_len..].trim_start();
-        let unit_len = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
         let unit = match &rest[..unit_len] {
             "us" | "µs" => Duration::from_micros(1),
             "ms" => Duration::from_millis(1),
@@ -188,16 +194,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Formats a duration the way `parse_duration` reads it, in the largest exact unit.
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if d.subsec_nanos() % 1_000_000 != 0 {
+    if !d.subsec_nanos().is_multiple_of(1_000_000) {
         return format!("{}us", d.as_micros());
     }
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         return format!("{ms}ms");
     }
     let s = d.as_secs();
-    if s != 0 && s % 3600 == 0 {
+    if s != 0 && s.is_multiple_of(3600) {
         format!("{}h", s / 3600)
-    } else if s != 0 && s % 60 == 0 {
+    } else if s != 0 && s.is_multiple_of(60) {
         format!("{}m", s / 60)
     } else {
         format!("{s}s")
@@ -227,9 +233,9 @@ pub fn parse_bytes(s: &str) -> Result<u32, String> {
 pub fn format_bytes(n: u32) -> String {
     match n {
         0 => "0".to_string(),
-        n if n % (1 << 30) == 0 => format!("{}GiB", n >> 30),
-        n if n % (1 << 20) == 0 => format!("{}MiB", n >> 20),
-        n if n % (1 << 10) == 0 => format!("{}KiB", n >> 10),
+        n if n.is_multiple_of(1 << 30) => format!("{}GiB", n >> 30),
+        n if n.is_multiple_of(1 << 20) => format!("{}MiB", n >> 20),
+        n if n.is_multiple_of(1 << 10) => format!("{}KiB", n >> 10),
         n => n.to_string(),
     }
 }
@@ -259,9 +265,14 @@ pub fn is_off(s: &str) -> bool {
 /// Checks a `host:port` backend address ("db1:3306", "10.0.0.5:3306", "[::1]:3306").
 /// Host names are not resolved here: that happens at connect time, so DNS changes are honoured.
 pub fn check_host_port(s: &str) -> Result<(), String> {
-    let bad = |why: &str| format!("{s:?} is not a host:port address ({why}); write it like 127.0.0.1:3306 or db.example:3306");
+    let bad = |why: &str| {
+        format!("{s:?} is not a host:port address ({why}); write it like 127.0.0.1:3306 or db.example:3306")
+    };
     let (host, port) = s.rsplit_once(':').ok_or_else(|| bad("no port"))?;
-    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
     if host.is_empty() {
         return Err(bad("empty host"));
     }

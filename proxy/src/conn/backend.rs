@@ -136,7 +136,7 @@ impl BackendConn {
 
     async fn connect_inner(target: &BackendTarget, key: PoolKey) -> Result<BackendConn, Error> {
         let socket = TcpStream::connect(target.addr.as_str()).await?;
-        let mut stream = PacketStream::new(socket, target.max_payload);
+        let mut stream = PacketStream::with_read_chunk(socket, target.max_payload, super::stream::BACKEND_READ_CHUNK);
         let span = stream.expect_packet().await?;
         let greeting = stream.payload(&span).into_owned();
         let seq = span.last_seq;

@@ -12,8 +12,11 @@ use tokio::net::TcpStream;
 use super::Error;
 use crate::protocol::frame::{self, LogicalSpan};
 
-/// Bytes read from the socket per `read_buf` call when the buffer is empty.
-const READ_CHUNK: usize = 16 * 1024;
+/// Read size for client sockets: commands are small, and ten thousand idle clients should
+/// not each hold a large buffer.
+pub const CLIENT_READ_CHUNK: usize = 4 * 1024;
+/// Read size for backend sockets, which stream results.
+pub const BACKEND_READ_CHUNK: usize = 64 * 1024;
 /// Buffered output is flushed early once it grows past this, so big results stream.
 pub const FLUSH_THRESHOLD: usize = 64 * 1024;
 
@@ -22,16 +25,40 @@ pub struct PacketStream {
     rbuf: BytesMut,
     wbuf: BytesMut,
     max_payload: usize,
+    read_chunk: usize,
+    /// Total bytes written, for the bytes counters.
+    written: u64,
 }
 
 impl PacketStream {
     pub fn new(socket: TcpStream, max_payload: usize) -> Self {
+        Self::with_read_chunk(socket, max_payload, CLIENT_READ_CHUNK)
+    }
+
+    pub fn with_read_chunk(socket: TcpStream, max_payload: usize, read_chunk: usize) -> Self {
         let _ = socket.set_nodelay(true);
         PacketStream {
             socket,
-            rbuf: BytesMut::with_capacity(READ_CHUNK),
-            wbuf: BytesMut::with_capacity(READ_CHUNK),
+            // Allocated on first use: an idle client costs (almost) nothing.
+            rbuf: BytesMut::new(),
+            wbuf: BytesMut::new(),
             max_payload,
+            read_chunk,
+            written: 0,
+        }
+    }
+
+    pub fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
+    /// Releases buffer memory a big packet left behind (call between commands).
+    pub fn trim(&mut self) {
+        if self.rbuf.is_empty() && self.rbuf.capacity() > self.read_chunk {
+            self.rbuf = BytesMut::new();
+        }
+        if self.wbuf.is_empty() && self.wbuf.capacity() > self.read_chunk {
+            self.wbuf = BytesMut::new();
         }
     }
 
@@ -98,8 +125,8 @@ impl PacketStream {
 
     /// Reads more bytes from the socket. Returns false on EOF.
     pub async fn fill(&mut self) -> Result<bool, Error> {
-        if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 2 {
-            self.rbuf.reserve(READ_CHUNK);
+        if self.rbuf.capacity() - self.rbuf.len() < self.read_chunk / 2 {
+            self.rbuf.reserve(self.read_chunk);
         }
         let n = self.socket.read_buf(&mut self.rbuf).await?;
         Ok(n > 0)
@@ -154,6 +181,7 @@ impl PacketStream {
                 .map_err(|_| Error::Timeout("write"))??,
             None => write.await?,
         }
+        self.written += self.wbuf.len() as u64;
         self.wbuf.clear();
         Ok(())
     }

@@ -354,6 +354,11 @@ impl Pool {
         }
     }
 
+    /// Shows each idle backend to `f` (SHOW SERVERS) under the pool lock: `f` must be quick.
+    pub fn for_each_idle(&self, mut f: impl FnMut(&BackendConn)) {
+        self.lock().idle.values().flatten().for_each(&mut f);
+    }
+
     fn lock(&self) -> MutexGuard<'_, Backends> {
         // A panic while holding this lock cannot leave the lists inconsistent (every
         // mutation is a single push/remove), so a poisoned lock is still usable.

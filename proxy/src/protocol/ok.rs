@@ -88,7 +88,14 @@ impl OkPacket {
             ok.status = StatusFlags::from_bits_truncate(r.u16()?);
         }
         if !caps.contains(Capabilities::CLIENT_SESSION_TRACK) {
-            ok.info = r.rest().to_vec();
+            // The docs say string<EOF>, but MySQL and MariaDB write string<lenenc> (sql
+            // `net_send_ok`); accept the bare form too.
+            let rest = r.rest();
+            let mut lenenc = Reader::named(rest, "OK info");
+            ok.info = match lenenc.lenenc_bytes() {
+                Ok(info) if lenenc.is_empty() => info.to_vec(),
+                _ => rest.to_vec(),
+            };
             return Ok(ok);
         }
         // Servers omit the info string when it is empty and nothing changed.
@@ -126,7 +133,11 @@ impl OkPacket {
             out.put_u16_le(status.bits());
         }
         if !track {
-            out.put_slice(&self.info);
+            // string<lenenc>, as servers write it and clients (libmysqlclient, mysql_common)
+            // read it; a bare string<EOF> would be misread as a length prefix.
+            if !self.info.is_empty() {
+                put_lenenc_bytes(out, &self.info);
+            }
             return;
         }
         let changed = status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED);
@@ -144,7 +155,7 @@ impl OkPacket {
 }
 
 /// Rewrite an OK payload the backend encoded WITH CLIENT_SESSION_TRACK into what a client that did not negotiate it
-/// expects (info as string<EOF>, no session-state block, SESSION_STATE_CHANGED flag cleared).
+/// expects (info as a lenenc string only, no session-state block, SESSION_STATE_CHANGED flag cleared).
 pub fn strip_session_track(payload: &[u8], out: &mut BytesMut) -> Result<()> {
     let from = Capabilities::CLIENT_PROTOCOL_41 | Capabilities::CLIENT_SESSION_TRACK;
     let ok = OkPacket::decode(payload, from)?;
@@ -346,9 +357,11 @@ mod tests {
         assert_eq!(&out[..], &[0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]);
         out.clear();
         strip_session_track(&hex(LOAD_DATA_OK), &mut out).unwrap();
-        let mut expected = hex("00000002000000");
+        let mut expected = hex("000000020000002f");
         expected.extend_from_slice(b"Records: 0  Deleted: 0  Skipped: 0  Warnings: 0");
         assert_eq!(&out[..], &expected[..]);
+        let old_client = OkPacket::decode(&expected, Capabilities::CLIENT_PROTOCOL_41).unwrap();
+        assert_eq!(old_client.info, b"Records: 0  Deleted: 0  Skipped: 0  Warnings: 0");
         // The OK-0xFE terminator keeps its header.
         out.clear();
         strip_session_track(&hex("fe000002400000000b0106056d7973716c020131"), &mut out).unwrap();

@@ -144,7 +144,7 @@ impl Session {
         if self.state.pin(reason) {
             self.ctx.stats.pinned(reason);
             self.reg.info.set_pin(self.state.pin_reason());
-            tracing::debug!(client = self.reg.info.id, %reason, "session pinned to its backend");
+            tracing::info!(client = self.reg.info.id, %reason, "session pinned to its backend");
         }
     }
 
@@ -310,7 +310,7 @@ async fn kill_backend_query(
 fn class_pins(class: &Classification) -> Vec<PinReason> {
     let e = &class.effects;
     let mut pins = Vec::new();
-    if e.user_variable {
+    if e.user_variable_write {
         pins.push(PinReason::UserVariable);
     }
     if e.temporary_table {

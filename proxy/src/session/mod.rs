@@ -79,6 +79,12 @@ pub async fn serve(ctx: Arc<Context>, socket: TcpStream) {
                 _ => ClientCloseReason::HandshakeFailed,
             };
             tracing::info!(client = id, %addr, %reason, "login failed: {e}");
+            if let HandshakeError::Conn(conn::Error::Protocol(p)) = &e {
+                // Unframeable bytes (an oversized length, an HTTP request): say so, as MySQL
+                // does, before closing. The client's response would have been packet 1.
+                let msg = format!("Bad handshake: {p}");
+                send_err(&mut client, 2, &ErrPacket::new(1043, "08S01", msg.as_bytes())).await;
+            }
             ctx.stats.client_closed(reason);
             return;
         }
@@ -152,6 +158,7 @@ impl Session {
     async fn run(&mut self) -> ClientCloseReason {
         loop {
             let stall = self.ctx.config().client_login_timeout;
+            self.client.trim();
             let next = tokio::select! {
                 r = self.client.next_packet_within(stall) => r,
                 _ = self.ctx.shutdown.cancelled() => return self.goodbye(1053, "08S01",
@@ -211,10 +218,14 @@ impl Session {
         backend.health = Health::Broken;
         self.reg.info.backend_thread.store(backend.thread_id, Ordering::Relaxed);
         self.reg.info.set_phase(ClientPhase::Active);
+        let started = Instant::now();
+        let written = self.client.bytes_written();
         let result = tokio::select! {
             r = relay(&mut self.client, backend, packet, kind, &opts) => r,
             _ = self.ctx.hard_stop.cancelled() => return Err(ClientCloseReason::Shutdown),
         };
+        self.ctx.latency.backend_time.record(started.elapsed());
+        self.ctx.stats.bytes_to_clients.fetch_add(self.client.bytes_written() - written, Ordering::Relaxed);
         self.reg.info.backend_thread.store(0, Ordering::Relaxed);
         match result {
             Ok(summary) => Ok(Some(summary)),
@@ -261,6 +272,15 @@ impl Session {
     /// Takes an execution slot and a backend (if not held already) and brings the backend
     /// to the session's movable state.
     async fn acquire(&mut self) -> Result<(), ErrPacket> {
+        let queued = Instant::now();
+        let result = self.acquire_inner().await;
+        if result.is_ok() {
+            self.ctx.latency.queue_wait.record(queued.elapsed());
+        }
+        result
+    }
+
+    async fn acquire_inner(&mut self) -> Result<(), ErrPacket> {
         let config = self.ctx.config();
         let deadline = Instant::now() + config.queue_timeout;
         if self.slot.is_none() {

@@ -4,3 +4,7 @@
 mod harness;
 
 mod core;
+mod admin;
+mod bad_input;
+mod clients;
+mod faults;

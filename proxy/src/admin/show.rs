@@ -1,0 +1,385 @@
+//! The SHOW result sets, built from the shared state as plain [`Table`]s (no I/O here; `mod.rs`
+//! writes them to the wire).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use crate::context::Context;
+use crate::latency::Summary;
+use crate::stats::{BackendCloseReason, ClientCloseReason, PinReason, RecycleOutcome};
+
+/// Column kinds the console sends; only the client's display and decoding differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Int,
+    Text,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cell {
+    Int(i64),
+    Text(String),
+    Null,
+}
+
+impl From<u64> for Cell {
+    fn from(v: u64) -> Cell {
+        Cell::Int(i64::try_from(v).unwrap_or(i64::MAX))
+    }
+}
+impl From<u32> for Cell {
+    fn from(v: u32) -> Cell {
+        Cell::Int(i64::from(v))
+    }
+}
+impl From<usize> for Cell {
+    fn from(v: usize) -> Cell {
+        Cell::from(v as u64)
+    }
+}
+impl From<String> for Cell {
+    fn from(v: String) -> Cell {
+        Cell::Text(v)
+    }
+}
+impl From<&str> for Cell {
+    fn from(v: &str) -> Cell {
+        Cell::Text(v.to_string())
+    }
+}
+impl<T: Into<Cell>> From<Option<T>> for Cell {
+    fn from(v: Option<T>) -> Cell {
+        v.map_or(Cell::Null, Into::into)
+    }
+}
+
+/// One result set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Table {
+    pub columns: Vec<(String, Kind)>,
+    pub rows: Vec<Vec<Cell>>,
+}
+
+impl Table {
+    pub fn new(columns: &[(&str, Kind)]) -> Table {
+        Table {
+            columns: columns.iter().map(|(n, k)| (n.to_string(), *k)).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, row: Vec<Cell>) {
+        debug_assert_eq!(row.len(), self.columns.len());
+        self.rows.push(row);
+    }
+}
+
+use Kind::{Int, Text};
+
+/// One row per idle-backend group (backend user, capability mask, collation). Slot and
+/// connection counts are pool-wide (one execution-slot queue serves every group); `idle`
+/// is the group's own, `pinned` counts sessions whose backend user is the group's.
+pub fn pools(ctx: &Context) -> Table {
+    let config = ctx.config();
+    let snap = ctx.pool.snapshot();
+    let max_wait_ms = ctx.pool.slots().take_max_wait().as_millis() as u64;
+    let mut pinned_by_user: HashMap<String, u64> = HashMap::new();
+    for c in ctx.registry.all().iter().filter(|c| c.pin().is_some()) {
+        let user = c.user();
+        let backend_user = match config.find_user(user.as_bytes()) {
+            Some(u) => u.backend_credentials(&config).0.to_string(),
+            None => user,
+        };
+        *pinned_by_user.entry(backend_user).or_default() += 1;
+    }
+    let mut t = Table::new(&[
+        ("backend", Text),
+        ("user", Text),
+        ("caps", Text),
+        ("collation", Int),
+        ("pool_size", Int),
+        ("active", Int),
+        ("idle", Int),
+        ("open", Int),
+        ("max_open", Int),
+        ("pinned", Int),
+        ("waiting", Int),
+        ("max_wait_ms", Int),
+    ]);
+    let mut groups = snap.groups.clone();
+    groups.sort_by(|a, b| {
+        (&*a.0.user, a.0.caps, a.0.collation).cmp(&(&*b.0.user, b.0.caps, b.0.collation))
+    });
+    let mut row = |user: Cell, caps: Cell, collation: Cell, idle: u64, pinned: u64| {
+        t.push(vec![
+            config.backend.as_str().into(),
+            user,
+            caps,
+            collation,
+            snap.pool_size.into(),
+            snap.slots_in_use.into(),
+            idle.into(),
+            snap.open.into(),
+            snap.max_open.into(),
+            pinned.into(),
+            snap.waiting.into(),
+            max_wait_ms.into(),
+        ]);
+    };
+    if groups.is_empty() {
+        let pinned = pinned_by_user.values().sum();
+        row("*".into(), Cell::Null, Cell::Null, 0, pinned);
+    }
+    for (key, idle) in groups {
+        let pinned = pinned_by_user.get(&*key.user).copied().unwrap_or(0);
+        row(
+            (&*key.user).into(),
+            format!("0x{:08x}", key.caps).into(),
+            u32::from(key.collation).into(),
+            idle as u64,
+            pinned,
+        );
+    }
+    t
+}
+
+pub fn clients(ctx: &Context) -> Table {
+    let mut t = Table::new(&[
+        ("id", Int),
+        ("user", Text),
+        ("addr", Text),
+        ("state", Text),
+        ("pinned", Text),
+        ("queries", Int),
+        ("age_s", Int),
+        ("backend_thread", Int),
+    ]);
+    for c in ctx.registry.all() {
+        let thread = c.backend_thread.load(std::sync::atomic::Ordering::Relaxed);
+        t.push(vec![
+            c.id.into(),
+            c.user().into(),
+            c.addr.as_str().into(),
+            c.phase().label().into(),
+            c.pin().map(|p| p.label()).into(),
+            c.queries.load(std::sync::atomic::Ordering::Relaxed).into(),
+            c.connected.elapsed().as_secs().into(),
+            (thread != 0).then_some(thread).into(),
+        ]);
+    }
+    t
+}
+
+/// Each idle backend, then one row that counts the checked-out ones (they belong to a running
+/// session and are not inspected while it uses them).
+pub fn servers(ctx: &Context) -> Table {
+    let mut t = Table::new(&[
+        ("id", Int),
+        ("thread_id", Int),
+        ("user", Text),
+        ("state", Text),
+        ("count", Int),
+        ("age_s", Int),
+        ("idle_s", Int),
+        ("statements", Int),
+        ("prepared", Int),
+        ("schema", Text),
+    ]);
+    let now = Instant::now();
+    let mut idle = 0u32;
+    ctx.pool.for_each_idle(|b| {
+        idle += 1;
+        t.push(vec![
+            b.id.into(),
+            b.thread_id.into(),
+            (&*b.key.user).into(),
+            "idle".into(),
+            1u32.into(),
+            now.saturating_duration_since(b.created).as_secs().into(),
+            now.saturating_duration_since(b.last_used).as_secs().into(),
+            b.statements.into(),
+            b.stmts.len().into(),
+            b.state
+                .schema
+                .as_ref()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .into(),
+        ]);
+    });
+    let open = ctx.pool.snapshot().open;
+    let mut checked_out = vec![Cell::Null; t.columns.len()];
+    checked_out[3] = "checked_out".into();
+    checked_out[4] = open.saturating_sub(idle).into();
+    t.push(checked_out);
+    t
+}
+
+/// Counters since start, each with its average rate.
+pub fn stats(ctx: &Context, started: Instant) -> Table {
+    use std::sync::atomic::Ordering::Relaxed;
+    let s = &ctx.stats;
+    let uptime = started.elapsed().as_secs_f64().max(0.001);
+    let mut t = Table::new(&[("stat", Text), ("value", Int), ("per_second", Text)]);
+    let mut counter = |name: String, v: u64| {
+        t.push(vec![
+            name.into(),
+            v.into(),
+            format!("{:.2}", v as f64 / uptime).into(),
+        ]);
+    };
+    counter("clients_accepted".into(), s.clients_accepted.load(Relaxed));
+    counter("statements".into(), s.statements.load(Relaxed));
+    counter("queue_timeouts".into(), s.queue_timeouts.load(Relaxed));
+    counter("client_errors".into(), s.client_errors.load(Relaxed));
+    counter("backend_connects".into(), s.backend_connects.load(Relaxed));
+    counter(
+        "backend_connect_errors".into(),
+        s.backend_connect_errors.load(Relaxed),
+    );
+    counter("replays".into(), s.replays.load(Relaxed));
+    counter("bytes_to_clients".into(), s.bytes_to_clients.load(Relaxed));
+    for r in ClientCloseReason::ALL {
+        counter(format!("client_disconnects.{r}"), s.client_closes_by(*r));
+    }
+    for r in BackendCloseReason::ALL {
+        counter(format!("backend_disconnects.{r}"), s.backend_closes_by(*r));
+    }
+    for r in PinReason::ALL {
+        counter(format!("pins.{r}"), s.pins_by(*r));
+    }
+    for r in RecycleOutcome::ALL {
+        counter(format!("recycles.{r}"), s.recycles_by(*r));
+    }
+    let snap = ctx.pool.snapshot();
+    let mut gauge = |name: &str, v: u64| t.push(vec![name.into(), v.into(), Cell::Null]);
+    gauge("uptime_s", started.elapsed().as_secs());
+    gauge("clients_connected", ctx.registry.len() as u64);
+    gauge("backends_open", u64::from(snap.open));
+    gauge("backends_idle", u64::from(snap.idle));
+    gauge("slots_in_use", u64::from(snap.slots_in_use));
+    gauge("queue_length", snap.waiting as u64);
+    gauge("paused", u64::from(*ctx.paused.borrow()));
+    t
+}
+
+/// Every setting with its current value (secrets masked), default and whether it is live.
+pub fn config(ctx: &Context) -> Table {
+    let config = ctx.config();
+    // The masked TOML is the one rendering of values that never shows a secret.
+    let parsed: toml::Table = toml::from_str(&config.masked_toml()).unwrap_or_default();
+    let mut t = Table::new(&[
+        ("setting", Text),
+        ("value", Text),
+        ("default", Text),
+        ("live", Text),
+    ]);
+    for doc in crate::config::SETTINGS {
+        let value: Cell = match doc.name {
+            "users" | "admin_users" => {
+                let list = if doc.name == "users" {
+                    &config.users
+                } else {
+                    &config.admin_users
+                };
+                let names: Vec<&str> = list.iter().map(|u| u.name.as_str()).collect();
+                format!("[{}] (passwords masked)", names.join(", ")).into()
+            }
+            "config" => config
+                .config_path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .into(),
+            name => parsed
+                .get(name)
+                .map(|v| match v {
+                    toml::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .into(),
+        };
+        let default = (!doc.default.is_empty()).then_some(doc.default);
+        t.push(vec![
+            doc.name.into(),
+            value,
+            default.into(),
+            if doc.live { "yes" } else { "no" }.into(),
+        ]);
+    }
+    t
+}
+
+pub fn version(ctx: &Context) -> Table {
+    let mut t = Table::new(&[
+        ("sluice", Text),
+        ("backend", Text),
+        ("backend_version", Text),
+    ]);
+    t.push(vec![
+        env!("CARGO_PKG_VERSION").into(),
+        ctx.config().backend.as_str().into(),
+        String::from_utf8_lossy(&ctx.handshake.server_version)
+            .into_owned()
+            .into(),
+    ]);
+    t
+}
+
+/// Percentiles in microseconds since start.
+pub fn latency(ctx: &Context) -> Table {
+    let mut t = Table::new(&[
+        ("metric", Text),
+        ("count", Int),
+        ("p50_us", Int),
+        ("p99_us", Int),
+        ("p999_us", Int),
+        ("max_us", Int),
+        ("mean_us", Int),
+    ]);
+    let mut row = |name: &str, s: Summary| {
+        let mean = s.sum.checked_div(s.count).unwrap_or(0);
+        t.push(vec![
+            name.into(),
+            s.count.into(),
+            s.p50.into(),
+            s.p99.into(),
+            s.p999.into(),
+            s.max.into(),
+            mean.into(),
+        ]);
+    };
+    row("queue_wait", ctx.latency.queue_wait.snapshot().summary());
+    row(
+        "backend_time",
+        ctx.latency.backend_time.snapshot().summary(),
+    );
+    t
+}
+
+pub fn help() -> Table {
+    let mut t = Table::new(&[("command", Text), ("description", Text)]);
+    for (cmd, what) in super::parser::COMMANDS {
+        t.push(vec![(*cmd).into(), (*what).into()]);
+    }
+    t
+}
+
+/// The answer to `SELECT @@name`: clients probe a few variables at connect.
+pub fn variable(name: &str) -> Table {
+    let value: Cell = match name {
+        "version_comment" => "sluice admin console".into(),
+        "version" => format!("{}-sluice-admin", env!("CARGO_PKG_VERSION")).into(),
+        "max_allowed_packet" => (64u64 << 20).into(),
+        "wait_timeout" | "interactive_timeout" => 28_800u64.into(),
+        "autocommit" => 1u64.into(),
+        "server_id" => 0u64.into(),
+        _ => Cell::Null,
+    };
+    let kind = if matches!(value, Cell::Int(_)) {
+        Int
+    } else {
+        Text
+    };
+    let mut t = Table::new(&[(&format!("@@{name}"), kind)]);
+    t.push(vec![value]);
+    t
+}
