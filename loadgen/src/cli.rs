@@ -44,6 +44,23 @@ pub enum Command {
     Seed,
 }
 
+impl Command {
+    /// Short name, used as the default run-folder label.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Bench { quick: true } => "quick",
+            Command::Bench { quick: false } => "bench",
+            Command::Calibrate => "calibrate",
+            Command::Curve => "curve",
+            Command::Pool => "pool",
+            Command::Open => "open",
+            Command::Proxy => "proxy",
+            Command::Overhead => "overhead",
+            Command::Seed => "seed",
+        }
+    }
+}
+
 /// Which MySQL server to run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ServerKind {

@@ -198,7 +198,7 @@ fn join(v: &[usize]) -> String {
 fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
     report.meta("started_utc", report::utc_stamp());
     report.meta("loadgen_version", env!("CARGO_PKG_VERSION"));
-    report.meta("command", format!("{:?}", s.command));
+    report.meta("command", s.command.name());
     report.meta("quick", s.quick);
     for (k, v) in backend.describe() {
         report.meta(&k, v);

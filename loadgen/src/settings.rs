@@ -131,10 +131,7 @@ impl Settings {
             .open_fractions
             .map(|f| f.0)
             .unwrap_or_else(|| vec![0.8, 0.95, 1.2]);
-        let label = c.label.unwrap_or_else(|| match cli.command {
-            Command::Bench { quick: true } => "quick".into(),
-            ref other => format!("{other:?}").to_lowercase(),
-        });
+        let label = c.label.unwrap_or_else(|| cli.command.name().to_string());
         if label.is_empty() || label.contains(['/', '\\']) {
             return Err(format!("--label {label:?} must be a plain folder-name suffix"));
         }
@@ -253,6 +250,7 @@ mod tests {
         assert_eq!(s.warmup, Duration::from_secs(2));
         assert_eq!(s.label, "bench");
         assert_eq!(settings(&["bench", "--quick"]).unwrap().label, "quick");
+        assert_eq!(settings(&["curve"]).unwrap().label, "curve");
     }
 
     #[test]

@@ -76,10 +76,11 @@ impl MovableState {
     }
 }
 
-/// sluice owns the session_track_* variables of its backends; they are never part of a
-/// client's state.
+/// Variables sluice itself manages on its backends (the session trackers, and the
+/// pseudo_thread_id behind CONNECTION_ID()); they are never part of a client's state.
 pub fn is_tracker_variable(name: &[u8]) -> bool {
-    name.len() >= 14 && name[..14].eq_ignore_ascii_case(b"session_track_")
+    (name.len() >= 14 && name[..14].eq_ignore_ascii_case(b"session_track_"))
+        || name.eq_ignore_ascii_case(b"pseudo_thread_id")
 }
 
 /// Why a backend may not simply go back to the idle list.
@@ -108,6 +109,9 @@ pub struct BackendConn {
     pub created: Instant,
     pub last_used: Instant,
     pub statements: u64,
+    /// The id CONNECTION_ID() currently returns here (`pseudo_thread_id`); starts as the
+    /// server's own thread id.
+    pub pseudo_id: u32,
     pub server_version: Vec<u8>,
     /// Prepared statements held on this connection (shared by every client it serves).
     pub stmts: BackendStmts,
@@ -158,6 +162,7 @@ impl BackendConn {
             created: Instant::now(),
             last_used: Instant::now(),
             statements: 0,
+            pseudo_id: hs.connection_id,
             server_version: hs.server_version.clone(),
             stmts: BackendStmts::default(),
         };
@@ -290,6 +295,7 @@ impl BackendConn {
         }
         self.state.vars.clear();
         self.stmts.clear();
+        self.pseudo_id = self.thread_id;
         self.health = Health::Clean;
         Ok(())
     }

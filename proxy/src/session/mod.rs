@@ -193,6 +193,9 @@ impl Session {
             self.reply_err(1, &err).await?;
             return Ok(Flow::Continue);
         }
+        if class.is_some_and(|c| c.effects.connection_id) {
+            self.present_connection_id().await;
+        }
         if let Some(summary) = self.relay_on_backend(packet, kind, None).await? {
             self.after_statement(&summary, class);
         }
@@ -366,6 +369,25 @@ impl Session {
                 self.backend = None;
                 Err(lost(e))
             }
+        }
+    }
+
+    /// CONNECTION_ID() must return the id sluice gave the client, whichever backend runs the
+    /// statement: set the backend's pseudo_thread_id (which is what the function returns)
+    /// first. Without the privilege to do so, the backend's own id shows through.
+    async fn present_connection_id(&mut self) {
+        let id = self.reg.info.id;
+        let Some(b) = self.backend.as_mut() else { return };
+        if b.pseudo_id == id {
+            return;
+        }
+        let sql = format!("SET @@SESSION.pseudo_thread_id = {id}");
+        match b.run_simple(&crate::conn::backend::query_payload(sql.as_bytes())).await {
+            Ok(Ok(_)) => b.pseudo_id = id,
+            Ok(Err(e)) => {
+                tracing::debug!(client = id, "cannot set pseudo_thread_id: {}", String::from_utf8_lossy(&e.message))
+            }
+            Err(_) => b.health = Health::Broken,
         }
     }
 

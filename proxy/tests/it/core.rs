@@ -64,12 +64,15 @@ async fn a_transaction_keeps_its_backend_until_commit() {
     let proxy = start(config(2)).await;
     let mut a = connect(&proxy, Some("t_tx")).await;
     let mut b = connect(&proxy, Some("t_tx")).await;
+    // The server thread running a statement (CONNECTION_ID() is sluice's id, so ask the
+    // process list which thread is running this very query).
+    const WHO: &str = "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%which_backend_probe%'";
     a.query_drop("BEGIN").await.unwrap();
-    let id1: u64 = a.query_first("SELECT CONNECTION_ID()").await.unwrap().unwrap();
+    let id1: u64 = a.query_first(WHO).await.unwrap().unwrap();
     a.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
     // Another client runs in between; the transaction must not move.
     let _: Option<u8> = b.query_first("SELECT 1").await.unwrap();
-    let id2: u64 = a.query_first("SELECT CONNECTION_ID()").await.unwrap().unwrap();
+    let id2: u64 = a.query_first(WHO).await.unwrap().unwrap();
     assert_eq!(id1, id2, "statements of one transaction run on one backend");
     // Uncommitted data is invisible to the other client.
     let n: u64 = b.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
@@ -270,5 +273,78 @@ async fn the_mariadb_cli_works_through_sluice() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout, "one\n1\ndb\nNULL\nx\n5\n");
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_id_is_sluices_id_on_every_backend() {
+    let proxy = start(config(3)).await;
+    let mut a = connect(&proxy, None).await;
+    let mut others = Vec::new();
+    for _ in 0..3 {
+        others.push(connect(&proxy, None).await);
+    }
+    let first: u64 = a.query_first("SELECT CONNECTION_ID()").await.unwrap().unwrap();
+    assert_eq!(first, u64::from(a.id()), "CONNECTION_ID() is the id from the handshake");
+    for i in 0..100 {
+        // Keep the other clients busy so statements land on different backends.
+        let o = &mut others[i % 3];
+        let _: Option<u8> = o.query_first("SELECT 1").await.unwrap();
+        let id: u64 = a.query_first("SELECT CONNECTION_ID()").await.unwrap().unwrap();
+        assert_eq!(id, first);
+    }
+    let stats = proxy.context().stats.clone();
+    assert_eq!(stats.pins_by(PinReason::UntrackedState), 0);
+    a.disconnect().await.unwrap();
+    for o in others {
+        o.disconnect().await.unwrap();
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_are_shared_without_pinning() {
+    fresh_db("t_ps").await;
+    direct(Some("t_ps")).await.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)").await.unwrap();
+    direct(Some("t_ps")).await.query_drop("INSERT INTO t SELECT seq, seq * 10 FROM seq_1_to_50").await.unwrap();
+    let mut cfg = config(2);
+    cfg.max_prepared_statements_per_backend = 4;
+    let proxy = start(cfg).await;
+    let mut tasks = Vec::new();
+    for c in 0..32u32 {
+        // The driver's own statement cache keeps statements open, as real apps do.
+        let o: mysql_async::Opts = mysql_async::OptsBuilder::from_opts(opts(&proxy, "app", "secret", Some("t_ps")))
+            .stmt_cache_size(16)
+            .into();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::new(o).await.unwrap();
+            for i in 0..20u32 {
+                let id = (c + i) % 50 + 1;
+                let v: Option<i32> = conn.exec_first("SELECT v FROM t WHERE id = ?", (id,)).await.unwrap();
+                assert_eq!(v, Some(id as i32 * 10));
+                let n: Option<i64> = conn.exec_first("SELECT COUNT(*) FROM t WHERE id <= ?", (id,)).await.unwrap();
+                assert_eq!(n, Some(id as i64));
+                let s: Option<String> = conn.exec_first("SELECT CONCAT(?, '-', ?)", ("a", id)).await.unwrap();
+                assert_eq!(s, Some(format!("a-{id}")));
+                let _: Vec<(i32, i32)> = conn.exec("SELECT id, v FROM t WHERE id BETWEEN ? AND ?", (id, id + 3)).await.unwrap();
+                let _: Option<u8> = conn.exec_first("SELECT ? + 0", (i % 7,)).await.unwrap();
+            }
+            conn.disconnect().await.unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let stats = proxy.context().stats.clone();
+    for r in PinReason::ALL {
+        assert_eq!(stats.pins_by(*r), 0, "no session pinned ({r})");
+    }
+    let snap = proxy.context().pool.snapshot();
+    assert!(snap.open <= 4, "backends {}", snap.open);
+    // Every backend stays under the statement cap.
+    let mut d = direct(None).await;
+    let rows: Vec<(String, String)> = d.query("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'").await.unwrap();
+    let count: u64 = rows[0].1.parse().unwrap();
+    assert!(count <= 4 * u64::from(snap.open) + 4, "prepared statements on the server: {count}");
     proxy.shutdown().await;
 }
