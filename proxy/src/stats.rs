@@ -105,6 +105,8 @@ pub struct Stats {
     pub clients_accepted: AtomicU64,
     pub statements: AtomicU64,
     pub queue_timeouts: AtomicU64,
+    /// Statements refused by `max_queue_wait` admission control.
+    pub shed: AtomicU64,
     pub backend_connects: AtomicU64,
     pub backend_connect_errors: AtomicU64,
     pub replays: AtomicU64,

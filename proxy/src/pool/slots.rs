@@ -16,6 +16,8 @@ pub struct Slots {
     in_use: AtomicU32,
     /// Longest wait of a statement that got its slot, since the last `take_max_wait`.
     max_wait_us: AtomicU64,
+    /// Moving average of how long a statement holds its slot (µs), for admission control.
+    service_us: AtomicU64,
 }
 
 /// One execution slot; returned on drop.
@@ -60,6 +62,7 @@ impl Slots {
             waiting: AtomicUsize::new(0),
             in_use: AtomicU32::new(0),
             max_wait_us: AtomicU64::new(0),
+            service_us: AtomicU64::new(0),
         })
     }
 
@@ -119,6 +122,25 @@ impl Slots {
     pub fn take_max_wait(&self) -> Duration {
         Duration::from_micros(self.max_wait_us.swap(0, Ordering::Relaxed))
     }
+    /// Feeds the service-time average (weight 1/32 per sample).
+    pub fn record_service(&self, d: Duration) {
+        let sample = d.as_micros().min(u64::MAX as u128) as u64;
+        let _ = self.service_us.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |avg| {
+            Some(if avg == 0 { sample } else { avg - avg / 32 + sample / 32 })
+        });
+    }
+
+    /// How long a statement arriving now should expect to wait: everyone queued ahead of it
+    /// is served `size` at a time, each taking the average service time (Little's law).
+    pub fn expected_wait(&self) -> Duration {
+        let queued = self.waiting() as u64 + 1;
+        let size = u64::from(self.size().max(1));
+        if self.in_use() < self.size() && self.waiting() == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_micros(queued * self.service_us.load(Ordering::Relaxed) / size)
+    }
+
     pub fn close(&self) {
         self.sem.close();
     }
@@ -152,6 +174,17 @@ mod tests {
             t.await.unwrap();
         }
         assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[tokio::test]
+    async fn expected_wait_follows_queue_and_service_time() {
+        let slots = Slots::new(2);
+        assert_eq!(slots.expected_wait(), Duration::ZERO);
+        slots.record_service(Duration::from_millis(10));
+        let _a = slots.acquire(Duration::from_secs(1)).await.unwrap();
+        let _b = slots.acquire(Duration::from_secs(1)).await.unwrap();
+        // Full, nobody queued: one service time shared by two slots.
+        assert_eq!(slots.expected_wait(), Duration::from_millis(5));
     }
 
     #[tokio::test]

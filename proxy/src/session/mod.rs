@@ -228,6 +228,7 @@ impl Session {
             _ = self.ctx.hard_stop.cancelled() => return Err(ClientCloseReason::Shutdown),
         };
         self.ctx.latency.backend_time.record(started.elapsed());
+        self.ctx.pool.slots().record_service(started.elapsed());
         self.ctx.stats.bytes_to_clients.fetch_add(self.client.bytes_written() - written, Ordering::Relaxed);
         self.reg.info.backend_thread.store(0, Ordering::Relaxed);
         match result {
@@ -287,6 +288,7 @@ impl Session {
         let config = self.ctx.config();
         let deadline = Instant::now() + config.queue_timeout;
         if self.slot.is_none() {
+            self.admit(&config)?;
             self.reg.info.set_phase(ClientPhase::Waiting);
             self.wait_while_paused(deadline).await?;
             let left = deadline.saturating_duration_since(Instant::now());
@@ -303,6 +305,24 @@ impl Session {
             self.backend = Some(b);
         }
         self.sync_backend().await
+    }
+
+    /// Latency-target admission (`max_queue_wait`): a statement that would wait longer than
+    /// the target fails fast with a retryable error instead of queueing for seconds. A
+    /// session inside a transaction is never shed (it holds its slot anyway).
+    fn admit(&self, config: &crate::config::Config) -> Result<(), ErrPacket> {
+        let Some(target) = config.max_queue_wait else { return Ok(()) };
+        let expected = self.ctx.pool.slots().expected_wait();
+        if expected <= target {
+            return Ok(());
+        }
+        Stats::incr(&self.ctx.stats.shed);
+        let msg = format!(
+            "sluice is overloaded: the expected queue wait {} exceeds max_queue_wait {}; retry shortly",
+            fmt_ms(expected),
+            fmt_ms(target)
+        );
+        Err(ErrPacket::new(9002, "HY000", msg.as_bytes()))
     }
 
     async fn wait_while_paused(&self, deadline: Instant) -> Result<(), ErrPacket> {
