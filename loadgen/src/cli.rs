@@ -245,7 +245,9 @@ fn parse_positive_usize(s: &str) -> Result<usize, String> {
 fn parse_positive_secs(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 && v <= 3600.0 => Ok(v),
-        Ok(_) => Err(format!("{s:?} must be more than 0 and at most 3600 seconds")),
+        Ok(_) => Err(format!(
+            "{s:?} must be more than 0 and at most 3600 seconds"
+        )),
         Err(_) => Err(format!("{s:?} is not a number of seconds")),
     }
 }

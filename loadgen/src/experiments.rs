@@ -57,9 +57,14 @@ impl Run<'_> {
     /// Runs the settings' subcommand.
     pub async fn execute(&mut self) -> Result<()> {
         let version: Option<String> = self.monitor.query_first("SELECT VERSION()").await?;
-        self.report.meta("server_version", version.unwrap_or_default());
+        self.report
+            .meta("server_version", version.unwrap_or_default());
         if !matches!(self.s.command, Command::Overhead) {
-            self.progress.log(format!("preparing {} ({} rows)...", workload::TABLE, self.s.rows));
+            self.progress.log(format!(
+                "preparing {} ({} rows)...",
+                workload::TABLE,
+                self.s.rows
+            ));
             let seed = workload::prepare(&mut self.monitor, self.s.rows).await?;
             self.progress.log(format!(
                 "{} in {:.1} s; warmed the buffer pool in {:.1} s",
@@ -67,8 +72,10 @@ impl Run<'_> {
             ));
             self.report.notes.push(seed.action.clone());
             self.report.meta("seed_action", &seed.action);
-            self.report.meta("seed_secs", format!("{:.2}", seed.seed_secs));
-            self.report.meta("warm_secs", format!("{:.2}", seed.warm_secs));
+            self.report
+                .meta("seed_secs", format!("{:.2}", seed.seed_secs));
+            self.report
+                .meta("warm_secs", format!("{:.2}", seed.warm_secs));
         }
         match self.s.command {
             Command::Seed => {}
@@ -109,16 +116,20 @@ impl Run<'_> {
     async fn calibrate(&mut self) -> Result<()> {
         let mut conn = workload::connect(&conn_opts(&self.server_url)?).await?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(self.s.seed);
-        let cal = workload::calibrate(&mut conn, self.workload, CALIBRATION_QUERIES, &mut rng).await?;
+        let cal =
+            workload::calibrate(&mut conn, self.workload, CALIBRATION_QUERIES, &mut rng).await?;
         let _ = conn.disconnect().await;
         self.progress.log(format!(
             "calibration: serial p50 {:.2} ms, p99 {:.2} ms over {} queries",
             cal.p50_ms, cal.p99_ms, cal.queries
         ));
         self.report.meta("calibration_queries", cal.queries);
-        self.report.meta("calibration_p50_ms", format!("{:.3}", cal.p50_ms));
-        self.report.meta("calibration_p99_ms", format!("{:.3}", cal.p99_ms));
-        self.report.meta("calibration_mean_ms", format!("{:.3}", cal.mean_ms));
+        self.report
+            .meta("calibration_p50_ms", format!("{:.3}", cal.p50_ms));
+        self.report
+            .meta("calibration_p99_ms", format!("{:.3}", cal.p99_ms));
+        self.report
+            .meta("calibration_mean_ms", format!("{:.3}", cal.mean_ms));
         self.report.calibration = Some(cal);
         Ok(())
     }
@@ -130,16 +141,24 @@ impl Run<'_> {
         if let Some((peak, ..)) = collapse_of(&a) {
             return peak.qps;
         }
-        let mean = self.report.calibration.map(|c| c.mean_ms).unwrap_or(1.0).max(0.001);
+        let mean = self
+            .report
+            .calibration
+            .map(|c| c.mean_ms)
+            .unwrap_or(1.0)
+            .max(0.001);
         self.s.server_cpus.len() as f64 * 1000.0 / mean
     }
 
     fn arrival(&self) -> (Arrival, Option<f64>) {
         match (self.s.arrival, self.s.rate) {
             (ArrivalKind::Open, Some(Rate::Absolute(r))) => (Arrival::Open { rate_qps: r }, None),
-            (ArrivalKind::Open, Some(Rate::OfPeak(f))) => {
-                (Arrival::Open { rate_qps: f * self.peak_estimate() }, Some(f))
-            }
+            (ArrivalKind::Open, Some(Rate::OfPeak(f))) => (
+                Arrival::Open {
+                    rate_qps: f * self.peak_estimate(),
+                },
+                Some(f),
+            ),
             _ => (Arrival::Closed, None),
         }
     }
@@ -159,7 +178,9 @@ impl Run<'_> {
         label: String,
         cache: &mut ConnCache,
     ) -> Result<()> {
-        let _ticker = self.progress.level(label.clone(), spec.warmup + spec.window);
+        let _ticker = self
+            .progress
+            .level(label.clone(), spec.warmup + spec.window);
         let started = std::time::Instant::now();
         let row = run_level(ctx, &spec, &mut self.monitor, cache)
             .await
@@ -172,7 +193,13 @@ impl Run<'_> {
         self.report.push(row)
     }
 
-    fn spec(&self, experiment: &'static str, target: &'static str, mode: Mode, clients: usize) -> LevelSpec {
+    fn spec(
+        &self,
+        experiment: &'static str,
+        target: &'static str,
+        mode: Mode,
+        clients: usize,
+    ) -> LevelSpec {
         LevelSpec {
             experiment,
             target,
@@ -208,7 +235,8 @@ impl Run<'_> {
             let mut spec = self.spec("C", "pool", Mode::Pool(p), clients);
             spec.arrival = arrival;
             spec.rate_fraction = fraction;
-            self.measure(&ctx, spec, format!("C: {clients} clients, P={p}")).await?;
+            self.measure(&ctx, spec, format!("C: {clients} clients, P={p}"))
+                .await?;
         }
         Ok(())
     }
@@ -218,7 +246,10 @@ impl Run<'_> {
         if self.report.rows_of("A").is_empty() {
             // Find the peak first: it sits near the server's core count.
             let top = (4 * self.s.server_cpus.len()).max(4);
-            let levels: Vec<usize> = (0..).map(|i| 1usize << i).take_while(|&c| c <= top).collect();
+            let levels: Vec<usize> = (0..)
+                .map(|i| 1usize << i)
+                .take_while(|&c| c <= top)
+                .collect();
             self.curve(&levels).await?;
         }
         let peak = collapse_of(&self.report.rows_of("A"))
@@ -239,7 +270,8 @@ impl Run<'_> {
                 let mut spec = self.spec("O", target, mode, clients);
                 spec.arrival = Arrival::Open { rate_qps: f * peak };
                 spec.rate_fraction = Some(f);
-                self.measure(&ctx, spec, format!("open: {f:.2}x peak, {target}")).await?;
+                self.measure(&ctx, spec, format!("open: {f:.2}x peak, {target}"))
+                    .await?;
             }
         }
         Ok(())
@@ -252,7 +284,14 @@ impl Run<'_> {
             let ctx = self.ctx(&url, Some(self.workload))?;
             let spec = self.spec("proxy", "proxy", Mode::Direct, clients);
             let mut cache = ConnCache::default();
-            let r = self.measure_with(&ctx, spec, format!("proxy: {clients} clients, external"), &mut cache).await;
+            let r = self
+                .measure_with(
+                    &ctx,
+                    spec,
+                    format!("proxy: {clients} clients, external"),
+                    &mut cache,
+                )
+                .await;
             cache.close().await;
             return r;
         }
@@ -262,13 +301,20 @@ impl Run<'_> {
         // Direct connections would sit idle on the server during the proxy rows.
         self.cache.close().await;
         for &p in &self.s.pool_sizes.clone() {
-            let proxy = crate::proxy_mode::InProcessProxy::start(&backend_addr, p, &self.s.loadgen_cpus).await?;
+            let proxy =
+                crate::proxy_mode::InProcessProxy::start(&backend_addr, p, &self.s.loadgen_cpus)
+                    .await?;
             let ctx = self.ctx(&proxy.url(), Some(self.workload))?;
             let mut spec = self.spec("proxy", "proxy", Mode::Direct, clients);
             spec.proxy_pool = Some(p);
             let mut cache = ConnCache::default();
             let result = self
-                .measure_with(&ctx, spec, format!("sluice: {clients} clients, P={p}"), &mut cache)
+                .measure_with(
+                    &ctx,
+                    spec,
+                    format!("sluice: {clients} clients, P={p}"),
+                    &mut cache,
+                )
                 .await;
             cache.close().await;
             proxy.stop().await;
@@ -279,7 +325,8 @@ impl Run<'_> {
 
     #[cfg(not(feature = "proxy"))]
     async fn proxy(&mut self) -> Result<()> {
-        self.progress.log("proxy experiment skipped: loadgen was built without the `proxy` feature");
+        self.progress
+            .log("proxy experiment skipped: loadgen was built without the `proxy` feature");
         Ok(())
     }
 
@@ -293,17 +340,32 @@ impl Run<'_> {
         let mut cpu64 = None;
         for clients in [1usize, 64] {
             // P = clients: no pool queueing, so the difference is the relay alone.
-            let proxy = crate::proxy_mode::InProcessProxy::start(&backend_addr, clients, &self.s.loadgen_cpus).await?;
+            let proxy = crate::proxy_mode::InProcessProxy::start(
+                &backend_addr,
+                clients,
+                &self.s.loadgen_cpus,
+            )
+            .await?;
             let via = self.ctx(&proxy.url(), None)?;
             let spec = self.spec("overhead", "direct", Mode::Direct, clients);
-            self.measure(&direct, spec, format!("SELECT 1: {clients} clients, direct")).await?;
+            self.measure(
+                &direct,
+                spec,
+                format!("SELECT 1: {clients} clients, direct"),
+            )
+            .await?;
             self.cache.close().await;
             let direct_p50 = self.report.rows.last().map(|r| r.p50_ms).unwrap_or(0.0);
             let mut spec = self.spec("overhead", "proxy", Mode::Direct, clients);
             spec.proxy_pool = Some(clients);
             let mut cache = ConnCache::default();
             let r = self
-                .measure_with(&via, spec, format!("SELECT 1: {clients} clients, sluice"), &mut cache)
+                .measure_with(
+                    &via,
+                    spec,
+                    format!("SELECT 1: {clients} clients, sluice"),
+                    &mut cache,
+                )
                 .await;
             cache.close().await;
             proxy.stop().await;
@@ -315,11 +377,19 @@ impl Run<'_> {
                 cpu64 = last.and_then(|r| r.proxy_cpu_us_per_query);
             }
         }
-        self.report.meta("overhead_direct_p50_ms_1_client", format!("{:.4}", p50[0]));
-        self.report.meta("overhead_sluice_p50_ms_1_client", format!("{:.4}", p50[1]));
-        self.report.meta("overhead_added_p50_ms_1_client", format!("{:.4}", p50[1] - p50[0]));
+        self.report
+            .meta("overhead_direct_p50_ms_1_client", format!("{:.4}", p50[0]));
+        self.report
+            .meta("overhead_sluice_p50_ms_1_client", format!("{:.4}", p50[1]));
+        self.report.meta(
+            "overhead_added_p50_ms_1_client",
+            format!("{:.4}", p50[1] - p50[0]),
+        );
         if let Some(cpu) = cpu64 {
-            self.report.meta("overhead_sluice_cpu_us_per_query_64_clients", format!("{cpu:.2}"));
+            self.report.meta(
+                "overhead_sluice_cpu_us_per_query_64_clients",
+                format!("{cpu:.2}"),
+            );
         }
         Ok(())
     }
@@ -347,7 +417,8 @@ pub fn headline_meta(report: &mut Report) {
     let c = report.rows_of("C");
     let best = best_pool(&c).cloned();
     let clients_c = c.first().map(|r| r.clients);
-    let direct_same = clients_c.and_then(|n| a.iter().find(|r| r.clients == n).map(|r| (*r).clone()));
+    let direct_same =
+        clients_c.and_then(|n| a.iter().find(|r| r.clients == n).map(|r| (*r).clone()));
     let biggest = report
         .rows
         .iter()
@@ -362,8 +433,22 @@ pub fn headline_meta(report: &mut Report) {
         report.meta("max_c_qps", format!("{:.1}", worst.qps));
         report.meta("max_c_p99_ms", format!("{:.2}", worst.p99_ms));
         let defined = worst.queries > 0;
-        report.meta("collapse_qps_ratio_peak_over_max_c", if defined { format!("{q:.3}") } else { UNDEFINED.into() });
-        report.meta("collapse_p99_ratio_max_c_over_peak", if defined { format!("{p:.2}") } else { UNDEFINED.into() });
+        report.meta(
+            "collapse_qps_ratio_peak_over_max_c",
+            if defined {
+                format!("{q:.3}")
+            } else {
+                UNDEFINED.into()
+            },
+        );
+        report.meta(
+            "collapse_p99_ratio_max_c_over_peak",
+            if defined {
+                format!("{p:.2}")
+            } else {
+                UNDEFINED.into()
+            },
+        );
         report.meta(
             "collapse_p99_with_inflight_ratio_max_c_over_peak",
             ratio_text(worst.p99_with_inflight_ms, peak.p99_with_inflight_ms),
@@ -375,7 +460,10 @@ pub fn headline_meta(report: &mut Report) {
         report.meta("best_pool_p99_ms", format!("{:.2}", best.p99_ms));
         if let Some(d) = direct_same {
             report.meta("best_pool_qps_ratio_vs_direct", ratio_text(best.qps, d.qps));
-            report.meta("best_pool_p99_ratio_direct_over_pool", ratio_text(d.p99_ms, best.p99_ms));
+            report.meta(
+                "best_pool_p99_ratio_direct_over_pool",
+                ratio_text(d.p99_ms, best.p99_ms),
+            );
             report.meta(
                 "best_pool_p99_with_inflight_ratio_direct_over_pool",
                 ratio_text(d.p99_with_inflight_ms, best.p99_with_inflight_ms),
@@ -384,8 +472,17 @@ pub fn headline_meta(report: &mut Report) {
     }
     if let Some(b) = biggest {
         report.meta("loadgen_clients_at_max", b.clients);
-        report.meta("loadgen_cpu_us_per_query_at_max", format!("{:.2}", b.loadgen_cpu_us_per_query));
-        report.meta("loadgen_cpu_pct_at_max", format!("{:.1}", b.loadgen_cpu_pct));
-        report.meta("loadgen_rss_mib_at_max", format!("{:.1}", b.loadgen_rss_mib));
+        report.meta(
+            "loadgen_cpu_us_per_query_at_max",
+            format!("{:.2}", b.loadgen_cpu_us_per_query),
+        );
+        report.meta(
+            "loadgen_cpu_pct_at_max",
+            format!("{:.1}", b.loadgen_cpu_pct),
+        );
+        report.meta(
+            "loadgen_rss_mib_at_max",
+            format!("{:.1}", b.loadgen_rss_mib),
+        );
     }
 }

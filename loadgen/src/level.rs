@@ -251,7 +251,8 @@ async fn client_task(
         let ok = lane.run(&sql, &ctx.load, clock.t1).await;
         let end = Instant::now();
         if end > clock.t1 || ok.is_none() {
-            out.unfinished_us.push(us(clock.t1.saturating_duration_since(due)));
+            out.unfinished_us
+                .push(us(clock.t1.saturating_duration_since(due)));
             break;
         }
         if end >= clock.t0 {
@@ -277,9 +278,7 @@ async fn client_task(
 /// Threads_connected and Threads_running right now (None if the monitor failed).
 async fn server_threads(monitor: &mut Conn) -> (Option<u64>, Option<u64>) {
     let rows: Vec<(String, String)> = monitor
-        .query(
-            "SHOW GLOBAL STATUS WHERE Variable_name IN ('Threads_connected', 'Threads_running')",
-        )
+        .query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Threads_connected', 'Threads_running')")
         .await
         .unwrap_or_default();
     let get = |name: &str| {
@@ -377,7 +376,9 @@ pub async fn run_level(
                 permits: Semaphore::new(p),
                 idle: Mutex::new(conns.into_iter().map(Some).collect()),
             });
-            (0..spec.clients).map(|_| Lane::Shared(pool.clone())).collect()
+            (0..spec.clients)
+                .map(|_| Lane::Shared(pool.clone()))
+                .collect()
         }
     };
     let per_client_rate = match spec.arrival {
@@ -433,7 +434,13 @@ pub async fn run_level(
         }
     }
     if let Some(pool) = shared.and_then(|p| Arc::try_unwrap(p).ok()) {
-        leftover.extend(pool.idle.into_inner().unwrap_or_default().into_iter().flatten());
+        leftover.extend(
+            pool.idle
+                .into_inner()
+                .unwrap_or_default()
+                .into_iter()
+                .flatten(),
+        );
     }
     cache.conns = leftover;
 

@@ -43,9 +43,8 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    let host_cpus = dbkit::affinity::thread_cpus(0).unwrap_or_else(|_| {
-        (0..dbkit::affinity::online_cpus()).collect()
-    });
+    let host_cpus = dbkit::affinity::thread_cpus(0)
+        .unwrap_or_else(|_| (0..dbkit::affinity::online_cpus()).collect());
     let settings = match Settings::from_cli(cli, host_cpus) {
         Ok(s) => s,
         Err(e) => {
@@ -55,7 +54,10 @@ fn main() -> ExitCode {
     };
     // Pin before the runtime exists so every worker thread inherits the mask.
     if let Err(e) = dbkit::affinity::pin_current_thread(&settings.loadgen_cpus) {
-        eprintln!("loadgen: pinning to CPUs {:?} failed: {e}", settings.loadgen_cpus);
+        eprintln!(
+            "loadgen: pinning to CPUs {:?} failed: {e}",
+            settings.loadgen_cpus
+        );
         return ExitCode::from(2);
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -107,7 +109,10 @@ async fn run(s: Settings) -> Result<Outcome> {
 
     let progress = Progress::new(experiments::planned(&s), s.progress);
     let mut report = Report::create(&s.out, &s.label)?;
-    progress.log(format!("loadgen: writing results to {}", report.dir.display()));
+    progress.log(format!(
+        "loadgen: writing results to {}",
+        report.dir.display()
+    ));
 
     // Starting a local server blocks for a few seconds; if a signal arrives meanwhile, let
     // the start finish and tear the server down, so nothing is left behind.
@@ -123,7 +128,11 @@ async fn run(s: Settings) -> Result<Outcome> {
             return Ok(Outcome::Interrupted);
         }
     };
-    progress.log(format!("server: {} at {}", backend.kind(), redact(&backend.url())));
+    progress.log(format!(
+        "server: {} at {}",
+        backend.kind(),
+        redact(&backend.url())
+    ));
     fill_static_meta(&mut report, &s, &backend);
 
     let outcome = {
@@ -138,7 +147,10 @@ async fn run(s: Settings) -> Result<Outcome> {
         }
     };
     progress.finish();
-    report.meta("duration_s", format!("{:.1}", started.elapsed().as_secs_f64()));
+    report.meta(
+        "duration_s",
+        format!("{:.1}", started.elapsed().as_secs_f64()),
+    );
     report.meta("completed", matches!(outcome, Ok(Outcome::Done)));
     report.meta("host_loadavg_at_end", loadavg());
     experiments::headline_meta(&mut report);
@@ -192,7 +204,10 @@ fn redact(url: &str) -> String {
 }
 
 fn join(v: &[usize]) -> String {
-    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
@@ -206,10 +221,19 @@ fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
     report.meta("arch", std::env::consts::ARCH);
     report.meta("host_cores", s.host_cpus.len());
     report.meta("cpu_model", cpu_model());
-    report.meta("kernel", std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim());
+    report.meta(
+        "kernel",
+        std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim(),
+    );
     report.meta(
         "server_cpus",
-        if backend.is_pinned() { join(&s.server_cpus) } else { "not pinned (external)".into() },
+        if backend.is_pinned() {
+            join(&s.server_cpus)
+        } else {
+            "not pinned (external)".into()
+        },
     );
     report.meta("loadgen_cpus", join(&s.loadgen_cpus));
     report.meta("loadgen_worker_threads", s.loadgen_cpus.len());
@@ -223,7 +247,11 @@ fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
     report.meta("client_threads", s.client_threads);
     report.meta(
         "open_fractions",
-        s.open_fractions.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(","),
+        s.open_fractions
+            .iter()
+            .map(|f| f.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
     );
     report.meta("git_commit", git_commit());
     report.meta("host_loadavg_at_start", loadavg());
@@ -243,7 +271,11 @@ fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_string()))
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .and_then(|r| r.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
         .unwrap_or_else(|| "unknown".into())
 }
 
@@ -260,7 +292,8 @@ fn git_commit() -> String {
     };
     match run(&["rev-parse", "HEAD"]) {
         Some(head) => {
-            let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+            let dirty = run(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
             if dirty {
                 format!("{head}-dirty")
             } else {

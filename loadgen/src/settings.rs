@@ -75,7 +75,9 @@ impl Settings {
             resolve_cpus(c.server_cpus.clone(), c.loadgen_cpus.clone(), &host_cpus)?;
         match (c.server, &c.mysql_url) {
             (ServerKind::External, None) => {
-                return Err("--server external needs --mysql-url mysql://user:pass@host:port/db".into())
+                return Err(
+                    "--server external needs --mysql-url mysql://user:pass@host:port/db".into(),
+                )
             }
             (ServerKind::Local | ServerKind::Docker, Some(_)) => {
                 return Err(format!(
@@ -114,7 +116,12 @@ impl Settings {
             }
         });
         let client_threads = c.client_threads.unwrap_or(DEFAULT_CLIENT_THREADS);
-        let most = conc_levels.iter().chain(&pool_sizes).max().copied().unwrap_or(1);
+        let most = conc_levels
+            .iter()
+            .chain(&pool_sizes)
+            .max()
+            .copied()
+            .unwrap_or(1);
         if most.max(client_threads) > 20_000 {
             return Err("more than 20000 connections is beyond what one loadgen can drive".into());
         }
@@ -133,7 +140,9 @@ impl Settings {
             .unwrap_or_else(|| vec![0.8, 0.95, 1.2]);
         let label = c.label.unwrap_or_else(|| cli.command.name().to_string());
         if label.is_empty() || label.contains(['/', '\\']) {
-            return Err(format!("--label {label:?} must be a plain folder-name suffix"));
+            return Err(format!(
+                "--label {label:?} must be a plain folder-name suffix"
+            ));
         }
         Ok(Settings {
             command: cli.command,
@@ -180,7 +189,10 @@ impl Settings {
 /// 1, 2, 4, ... up to 64 on a server with at most 4 cores; up to 16 × cores beyond.
 pub fn default_pool_sizes(server_cores: usize) -> Vec<usize> {
     let top = (16 * server_cores).max(64);
-    (0..).map(|i| 1usize << i).take_while(|&p| p <= top).collect()
+    (0..)
+        .map(|i| 1usize << i)
+        .take_while(|&p| p <= top)
+        .collect()
 }
 
 /// Server: the first half of the host's CPUs (at least one); loadgen: the rest (or all,
@@ -217,7 +229,11 @@ pub fn resolve_cpus(
         ));
     }
     let loadgen = loadgen.unwrap_or_else(|| {
-        let rest: Vec<usize> = host.iter().copied().filter(|c| !server.contains(c)).collect();
+        let rest: Vec<usize> = host
+            .iter()
+            .copied()
+            .filter(|c| !server.contains(c))
+            .collect();
         if rest.is_empty() {
             host.to_vec()
         } else {
@@ -235,7 +251,10 @@ mod tests {
     fn settings(args: &[&str]) -> Result<Settings, String> {
         let mut all = vec!["loadgen"];
         all.extend_from_slice(args);
-        Settings::from_cli(Cli::try_parse_from(all).map_err(|e| e.to_string())?, vec![0, 1])
+        Settings::from_cli(
+            Cli::try_parse_from(all).map_err(|e| e.to_string())?,
+            vec![0, 1],
+        )
     }
 
     #[test]
@@ -273,7 +292,14 @@ mod tests {
     #[test]
     fn conflicting_flags_are_rejected() {
         assert!(settings(&["bench", "--server", "external"]).is_err());
-        assert!(settings(&["bench", "--server", "local", "--mysql-url", "mysql://a@b:1/c"]).is_err());
+        assert!(settings(&[
+            "bench",
+            "--server",
+            "local",
+            "--mysql-url",
+            "mysql://a@b:1/c"
+        ])
+        .is_err());
         assert!(settings(&["bench", "--mysql-url", "http://x"]).is_err());
         assert!(settings(&["curve", "--arrival", "open"]).is_err());
         assert!(settings(&["curve", "--rate", "100"]).is_err());

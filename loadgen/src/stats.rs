@@ -127,7 +127,11 @@ pub fn littles(qps: f64, mean_latency_ms: f64, offered: usize) -> Littles {
     let l = qps * mean_latency_ms / 1000.0;
     Littles {
         l,
-        ratio: if offered == 0 { 0.0 } else { l / offered as f64 },
+        ratio: if offered == 0 {
+            0.0
+        } else {
+            l / offered as f64
+        },
     }
 }
 

@@ -77,7 +77,11 @@ pub async fn connect(opts: &Opts) -> Result<Conn> {
     }
     Err(last
         .unwrap_or_else(|| anyhow::anyhow!("connect failed"))
-        .context(format!("connecting to {}:{}", opts.ip_or_hostname(), opts.tcp_port())))
+        .context(format!(
+            "connecting to {}:{}",
+            opts.ip_or_hostname(),
+            opts.tcp_port()
+        )))
 }
 
 /// What seeding found and did.
@@ -110,7 +114,9 @@ pub async fn prepare(conn: &mut Conn, rows: u32) -> Result<SeedReport> {
             seed(conn, rows).await?;
             match found {
                 None => format!("created and seeded {TABLE} with {rows} rows"),
-                Some(n) => format!("{TABLE} had {n} rows, expected {rows}: recreated and reseeded it"),
+                Some(n) => {
+                    format!("{TABLE} had {n} rows, expected {rows}: recreated and reseeded it")
+                }
             }
         }
     };
@@ -129,7 +135,8 @@ pub async fn prepare(conn: &mut Conn, rows: u32) -> Result<SeedReport> {
 }
 
 async fn seed(conn: &mut Conn, rows: u32) -> Result<()> {
-    conn.query_drop(format!("DROP TABLE IF EXISTS {TABLE}")).await?;
+    conn.query_drop(format!("DROP TABLE IF EXISTS {TABLE}"))
+        .await?;
     conn.query_drop(format!(
         "CREATE TABLE {TABLE} (id INT PRIMARY KEY, val INT NOT NULL, payload VARCHAR(255)) \
          ENGINE=InnoDB"

@@ -57,6 +57,11 @@ pub fn leftovers(dir: &Path) -> Vec<PathBuf> {
 /// The single run folder under `out`.
 pub fn run_dir(out: &Path) -> PathBuf {
     let dirs = leftovers(out);
-    assert_eq!(dirs.len(), 1, "expected one run folder in {}: {dirs:?}", out.display());
+    assert_eq!(
+        dirs.len(),
+        1,
+        "expected one run folder in {}: {dirs:?}",
+        out.display()
+    );
     dirs[0].clone()
 }

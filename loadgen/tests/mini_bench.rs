@@ -10,12 +10,41 @@ use common::{leftovers, loadgen, run_dir, servers_mentioning, MINI};
 
 /// The documented columns (results/README.md), in order.
 const COLUMNS: &[&str] = &[
-    "experiment", "target", "arrival", "clients", "backend_conns", "pool_size", "rate_fraction",
-    "offered_qps", "warmup_s", "window_s", "queries", "errors", "qps", "p50_ms", "p90_ms", "p99_ms",
-    "p999_ms", "max_ms", "mean_ms", "clients_served", "client_queries_min", "client_queries_median",
-    "client_queries_max", "jain_index", "inflight_at_close", "oldest_inflight_ms",
-    "p99_with_inflight_ms", "littles_l", "littles_ratio", "threads_connected", "threads_running",
-    "loadgen_cpu_us_per_query", "loadgen_cpu_pct", "loadgen_rss_mib", "proxy_cpu_us_per_query",
+    "experiment",
+    "target",
+    "arrival",
+    "clients",
+    "backend_conns",
+    "pool_size",
+    "rate_fraction",
+    "offered_qps",
+    "warmup_s",
+    "window_s",
+    "queries",
+    "errors",
+    "qps",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "p999_ms",
+    "max_ms",
+    "mean_ms",
+    "clients_served",
+    "client_queries_min",
+    "client_queries_median",
+    "client_queries_max",
+    "jain_index",
+    "inflight_at_close",
+    "oldest_inflight_ms",
+    "p99_with_inflight_ms",
+    "littles_l",
+    "littles_ratio",
+    "threads_connected",
+    "threads_running",
+    "loadgen_cpu_us_per_query",
+    "loadgen_cpu_pct",
+    "loadgen_rss_mib",
+    "proxy_cpu_us_per_query",
 ];
 
 /// Columns that may be empty, and when.
@@ -30,18 +59,29 @@ fn may_be_empty(col: &str, row: &HashMap<String, String>) -> bool {
 
 fn read_csv(path: &Path) -> Vec<HashMap<String, String>> {
     let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let headers: Vec<String> = r.headers().expect("headers").iter().map(String::from).collect();
+    let headers: Vec<String> = r
+        .headers()
+        .expect("headers")
+        .iter()
+        .map(String::from)
+        .collect();
     assert_eq!(headers, COLUMNS, "columns of {}", path.display());
     r.records()
         .map(|rec| {
             let rec = rec.expect("record");
-            headers.iter().cloned().zip(rec.iter().map(String::from)).collect()
+            headers
+                .iter()
+                .cloned()
+                .zip(rec.iter().map(String::from))
+                .collect()
         })
         .collect()
 }
 
 fn num(row: &HashMap<String, String>, col: &str) -> f64 {
-    row[col].parse().unwrap_or_else(|_| panic!("{col}={:?} is not a number in {row:?}", row[col]))
+    row[col]
+        .parse()
+        .unwrap_or_else(|_| panic!("{col}={:?} is not a number in {row:?}", row[col]))
 }
 
 fn check_rows(file: &str, rows: &[HashMap<String, String>], expected: usize) {
@@ -49,14 +89,20 @@ fn check_rows(file: &str, rows: &[HashMap<String, String>], expected: usize) {
     for row in rows {
         for col in COLUMNS {
             let empty = row[*col].is_empty();
-            assert!(!empty || may_be_empty(col, row), "{file}: {col} is empty in {row:?}");
+            assert!(
+                !empty || may_be_empty(col, row),
+                "{file}: {col} is empty in {row:?}"
+            );
             if !empty && !matches!(*col, "experiment" | "target" | "arrival") {
                 num(row, col);
             }
         }
         assert!(num(row, "qps") > 0.0, "{file}: qps in {row:?}");
         assert!(num(row, "queries") > 0.0, "{file}: queries in {row:?}");
-        assert!(num(row, "p99_ms") >= num(row, "p50_ms"), "{file}: p99 < p50 in {row:?}");
+        assert!(
+            num(row, "p99_ms") >= num(row, "p50_ms"),
+            "{file}: p99 < p50 in {row:?}"
+        );
         assert!(num(row, "p999_ms") >= num(row, "p99_ms"));
         assert!(num(row, "max_ms") >= num(row, "p999_ms"));
         assert!(num(row, "p99_with_inflight_ms") >= num(row, "p99_ms") * 0.99);
@@ -79,7 +125,14 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
     let mut cmd = loadgen();
     cmd.arg("bench")
         .args(MINI)
-        .args(["--conc-levels", "1,2,4", "--pool-sizes", "1,2", "--client-threads", "8"])
+        .args([
+            "--conc-levels",
+            "1,2,4",
+            "--pool-sizes",
+            "1,2",
+            "--client-threads",
+            "8",
+        ])
         .args(["--open-fractions", "0.8,1.2"])
         .arg("--out")
         .arg(&out)
@@ -89,7 +142,11 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
     assert!(output.status.success(), "loadgen failed: {stderr}");
 
     let dir = run_dir(&out);
-    assert!(dir.file_name().unwrap().to_string_lossy().ends_with("Z-bench"));
+    assert!(dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .ends_with("Z-bench"));
 
     let a = read_csv(&dir.join("expA_curve.csv"));
     check_rows("A", &a, 3);
@@ -102,19 +159,28 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
         assert_eq!(num(row, "clients_served"), c);
         // A closed loop keeps one request per client in the system.
         let ratio = num(row, "littles_ratio");
-        assert!((0.5..=1.5).contains(&ratio), "Little's law ratio {ratio} in {row:?}");
+        assert!(
+            (0.5..=1.5).contains(&ratio),
+            "Little's law ratio {ratio} in {row:?}"
+        );
     }
     let c = read_csv(&dir.join("expC_pool.csv"));
     check_rows("C", &c, 2);
     for row in &c {
         assert_eq!(num(row, "clients"), 8.0);
-        assert_eq!(num(row, "clients_served"), 8.0, "a fair pool serves everyone: {row:?}");
+        assert_eq!(
+            num(row, "clients_served"),
+            8.0,
+            "a fair pool serves everyone: {row:?}"
+        );
         assert!(num(row, "backend_conns") <= 2.0);
         assert!(num(row, "inflight_at_close") <= 8.0);
     }
     let o = read_csv(&dir.join("expO_openloop.csv"));
     check_rows("O", &o, 4);
-    assert!(o.iter().all(|r| r["arrival"] == "open" && num(r, "offered_qps") > 0.0));
+    assert!(o
+        .iter()
+        .all(|r| r["arrival"] == "open" && num(r, "offered_qps") > 0.0));
     if cfg!(feature = "proxy") {
         let p = read_csv(&dir.join("expC_proxy.csv"));
         check_rows("proxy", &p, 2);
@@ -131,7 +197,10 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
         assert!(text.trim_start().starts_with("<svg"), "{svg} is not an SVG");
         assert!(text.trim_end().ends_with("</svg>"), "{svg} is truncated");
         assert!(text.contains("<text"), "{svg} has no labels");
-        assert!(text.contains("<polyline") || text.contains("<rect") || text.contains("<path"), "{svg} draws nothing");
+        assert!(
+            text.contains("<polyline") || text.contains("<rect") || text.contains("<path"),
+            "{svg} draws nothing"
+        );
     }
 
     let meta: HashMap<String, String> = csv::Reader::from_path(dir.join("run_metadata.csv"))
@@ -143,13 +212,33 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
         })
         .collect();
     for key in [
-        "server_kind", "server_version", "server_binary", "server_settings", "arch", "host_cores",
-        "server_cpus", "loadgen_cpus", "rows", "query", "scan_w", "calibration_p50_ms",
-        "calibration_p99_ms", "window_s", "warmup_s", "conc_levels", "pool_sizes", "git_commit",
-        "peak_qps", "collapse_qps_ratio_peak_over_max_c", "loadgen_cpu_us_per_query_at_max",
+        "server_kind",
+        "server_version",
+        "server_binary",
+        "server_settings",
+        "arch",
+        "host_cores",
+        "server_cpus",
+        "loadgen_cpus",
+        "rows",
+        "query",
+        "scan_w",
+        "calibration_p50_ms",
+        "calibration_p99_ms",
+        "window_s",
+        "warmup_s",
+        "conc_levels",
+        "pool_sizes",
+        "git_commit",
+        "peak_qps",
+        "collapse_qps_ratio_peak_over_max_c",
+        "loadgen_cpu_us_per_query_at_max",
         "loadgen_rss_mib_at_max",
     ] {
-        assert!(meta.get(key).is_some_and(|v| !v.is_empty()), "metadata {key} missing: {meta:?}");
+        assert!(
+            meta.get(key).is_some_and(|v| !v.is_empty()),
+            "metadata {key} missing: {meta:?}"
+        );
     }
     assert_eq!(meta["server_kind"], "local");
     assert_eq!(meta["rows"], "20000");
@@ -157,13 +246,27 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
     assert!(meta["server_settings"].contains("max-connections="));
     assert!(meta["server_settings"].contains("performance-schema=OFF"));
     let summary = std::fs::read_to_string(dir.join("summary.txt")).expect("summary");
-    for part in ["Experiment A", "Experiment B", "Experiment C", "Open loop", "Fairness", "calibration"] {
+    for part in [
+        "Experiment A",
+        "Experiment B",
+        "Experiment C",
+        "Open loop",
+        "Fairness",
+        "calibration",
+    ] {
         assert!(summary.contains(part), "summary lacks {part}:\n{summary}");
     }
 
     // Teardown: no server left, no temp dir left.
-    assert!(servers_mentioning(&server_tmp.to_string_lossy()).is_empty(), "a server survived");
-    assert!(leftovers(&server_tmp).is_empty(), "temp dirs left: {:?}", leftovers(&server_tmp));
+    assert!(
+        servers_mentioning(&server_tmp.to_string_lossy()).is_empty(),
+        "a server survived"
+    );
+    assert!(
+        leftovers(&server_tmp).is_empty(),
+        "temp dirs left: {:?}",
+        leftovers(&server_tmp)
+    );
 }
 
 #[test]

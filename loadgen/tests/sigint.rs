@@ -34,10 +34,17 @@ fn interrupt_mid_run(signal: libc::c_int) {
             break;
         }
     }
-    assert!(seen.iter().any(|l| l.starts_with("calibration:")), "never started: {seen:?}");
+    assert!(
+        seen.iter().any(|l| l.starts_with("calibration:")),
+        "never started: {seen:?}"
+    );
     std::thread::sleep(Duration::from_millis(1500));
     let servers = servers_mentioning(&server_tmp.to_string_lossy());
-    assert_eq!(servers.len(), 1, "expected one running server, saw {servers:?}");
+    assert_eq!(
+        servers.len(),
+        1,
+        "expected one running server, saw {servers:?}"
+    );
 
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as libc::pid_t, signal) };
@@ -47,13 +54,27 @@ fn interrupt_mid_run(signal: libc::c_int) {
         if let Some(s) = child.try_wait().expect("wait") {
             break s;
         }
-        assert!(Instant::now() < deadline, "loadgen did not exit after the signal");
+        assert!(
+            Instant::now() < deadline,
+            "loadgen did not exit after the signal"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert_eq!(status.code(), Some(130), "exit status; stderr tail: {rest:?}");
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "exit status; stderr tail: {rest:?}"
+    );
     assert!(rest.iter().any(|l| l.contains("interrupted")), "{rest:?}");
-    assert!(servers_mentioning(&server_tmp.to_string_lossy()).is_empty(), "server survived");
-    assert!(leftovers(&server_tmp).is_empty(), "temp dir left: {:?}", leftovers(&server_tmp));
+    assert!(
+        servers_mentioning(&server_tmp.to_string_lossy()).is_empty(),
+        "server survived"
+    );
+    assert!(
+        leftovers(&server_tmp).is_empty(),
+        "temp dir left: {:?}",
+        leftovers(&server_tmp)
+    );
 }
 
 #[test]

@@ -25,7 +25,10 @@ const FALLBACK_COLLATION: u8 = 45;
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Config(#[from] ConfigError),
 }
@@ -45,15 +48,27 @@ impl Proxy {
     /// Starts sluice on the current tokio runtime.
     pub async fn bind(config: Config) -> Result<ProxyHandle, StartError> {
         config.validate()?;
-        let greeting = probe_backend(&config.backend, config.connect_timeout.min(Duration::from_secs(3))).await;
+        let greeting = probe_backend(
+            &config.backend,
+            config.connect_timeout.min(Duration::from_secs(3)),
+        )
+        .await;
         let (version, caps, collation) = match &greeting {
             Some(hs) => (hs.server_version.clone(), hs.capabilities, hs.collation),
             None => {
                 tracing::warn!(backend = %config.backend, "backend not reachable at start-up; clients will get errors until it is");
-                (FALLBACK_VERSION.to_vec(), flags::server_capabilities(), FALLBACK_COLLATION)
+                (
+                    FALLBACK_VERSION.to_vec(),
+                    flags::server_capabilities(),
+                    FALLBACK_COLLATION,
+                )
             }
         };
-        let server_version = config.server_version.clone().map(String::into_bytes).unwrap_or(version);
+        let server_version = config
+            .server_version
+            .clone()
+            .map(String::into_bytes)
+            .unwrap_or(version);
         let handshake = HandshakeContext {
             server_version,
             offered: offered_caps(caps | Capabilities::CLIENT_SESSION_TRACK),
@@ -62,29 +77,51 @@ impl Proxy {
             sha2_cache: Mutex::new(Default::default()),
         };
         let listen = config.listen;
-        let listener = bind_listener(listen).map_err(|source| StartError::Listen { addr: listen, source })?;
-        let local_addr = listener.local_addr().map_err(|source| StartError::Listen { addr: listen, source })?;
+        let listener = bind_listener(listen).map_err(|source| StartError::Listen {
+            addr: listen,
+            source,
+        })?;
+        let local_addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: listen,
+            source,
+        })?;
         let ctx = Context::new(config, handshake);
         let (admin_addr, metrics_addr) = spawn_consoles(&ctx).await?;
         let tracker = TaskTracker::new();
         tracker.spawn(accept_loop(ctx.clone(), listener, tracker.clone()));
         tokio::spawn(maintenance(ctx.clone()));
         tracing::info!(%local_addr, backend = %ctx.config().backend, "sluice listening");
-        Ok(ProxyHandle { ctx, local_addr, tracker, admin_addr, metrics_addr })
+        Ok(ProxyHandle {
+            ctx,
+            local_addr,
+            tracker,
+            admin_addr,
+            metrics_addr,
+        })
     }
 }
 
 /// The admin console and the metrics endpoint, when configured. Outside the task tracker:
 /// the drain must not wait for an operator's open admin session.
-async fn spawn_consoles(ctx: &Arc<Context>) -> Result<(Option<SocketAddr>, Option<SocketAddr>), StartError> {
+async fn spawn_consoles(
+    ctx: &Arc<Context>,
+) -> Result<(Option<SocketAddr>, Option<SocketAddr>), StartError> {
     let config = ctx.config();
     let listen_err = |addr| move |source| StartError::Listen { addr, source };
     let admin = match config.admin_listen {
-        Some(addr) => Some(crate::admin::spawn(ctx.clone(), addr).await.map_err(listen_err(addr))?),
+        Some(addr) => Some(
+            crate::admin::spawn(ctx.clone(), addr)
+                .await
+                .map_err(listen_err(addr))?,
+        ),
         None => None,
     };
     let metrics = match config.metrics_listen {
-        Some(addr) => Some(crate::metrics::spawn(ctx.clone(), addr).await.map_err(listen_err(addr))?),
+        Some(addr) => Some(
+            crate::metrics::spawn(ctx.clone(), addr)
+                .await
+                .map_err(listen_err(addr))?,
+        ),
         None => None,
     };
     Ok((admin, metrics))
@@ -121,7 +158,10 @@ impl ProxyHandle {
         let deadline = self.ctx.config().shutdown_timeout;
         self.ctx.shutdown.cancel();
         self.tracker.close();
-        if tokio::time::timeout(deadline, self.tracker.wait()).await.is_err() {
+        if tokio::time::timeout(deadline, self.tracker.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!("drain deadline passed; closing the remaining sessions");
             self.ctx.hard_stop.cancel();
             self.ctx.pool.close_all();
@@ -133,7 +173,11 @@ impl ProxyHandle {
 }
 
 fn bind_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(LISTEN_BACKLOG)
@@ -172,14 +216,18 @@ async fn maintenance(ctx: Arc<Context>) {
             _ = ctx.shutdown.cancelled() => return,
         }
         let config = ctx.config();
-        ctx.pool.close_idle_older_than(config.server_idle_timeout, config.min_idle);
+        ctx.pool
+            .close_idle_older_than(config.server_idle_timeout, config.min_idle);
         since_check += Duration::from_secs(1);
         if since_check >= config.health_check_interval {
             since_check = Duration::ZERO;
             for mut conn in ctx.pool.take_idle_for_check() {
                 let pool = ctx.pool.clone();
                 tokio::spawn(async move {
-                    let healthy = matches!(tokio::time::timeout(Duration::from_secs(2), conn.ping()).await, Ok(Ok(())));
+                    let healthy = matches!(
+                        tokio::time::timeout(Duration::from_secs(2), conn.ping()).await,
+                        Ok(Ok(()))
+                    );
                     pool.give_back(conn, healthy);
                 });
             }

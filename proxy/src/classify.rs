@@ -293,12 +293,16 @@ fn scan_token(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt, e:
         Tok::UserVar => {
             e.user_variable = true;
             let first_is_set = stmt.count > 1 && is_kw(sql, &stmt.prefix[0], b"set");
-            let after_into = prev.is_some_and(|p| is_kw(sql, p, b"into") || (stmt.into && p.kind == Tok::Punct(b',')));
+            let after_into = prev.is_some_and(|p| {
+                is_kw(sql, p, b"into") || (stmt.into && p.kind == Tok::Punct(b','))
+            });
             if first_is_set || after_into {
                 e.user_variable_write = true;
             }
         }
-        Tok::Punct(b':') if prev.is_some_and(|p| p.kind == Tok::UserVar) => e.user_variable_write = true,
+        Tok::Punct(b':') if prev.is_some_and(|p| p.kind == Tok::UserVar) => {
+            e.user_variable_write = true
+        }
         Tok::Word if is_kw(sql, tok, b"into") => stmt.into = true,
         Tok::SysVar => {
             let name = &sql[tok.start + 2..tok.end];

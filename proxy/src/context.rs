@@ -48,7 +48,10 @@ impl Context {
 
     /// The config in force now (cheap: an `Arc` clone under a read lock).
     pub fn config(&self) -> Arc<Config> {
-        self.config.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Swaps in a validated config and applies its live settings to the pool.

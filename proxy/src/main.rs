@@ -34,7 +34,10 @@ fn main() -> anyhow::Result<()> {
     for w in config.warnings() {
         tracing::warn!("{w}");
     }
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run(config))
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(config))
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
@@ -66,7 +69,9 @@ fn reload(handle: &sluice::ProxyHandle) {
 fn init_tracing(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
     match config.log_format {
         sluice::config::LogFormat::Json => builder.json().init(),
         sluice::config::LogFormat::Text => builder.init(),
@@ -75,7 +80,10 @@ fn init_tracing(config: &Config) {
 
 /// Every client is a socket: lift the soft open-files limit to the hard one.
 fn raise_fd_limit() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {

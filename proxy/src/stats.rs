@@ -90,7 +90,10 @@ impl<const N: usize> Default for Counters<N> {
 
 impl<const N: usize> Counters<N> {
     pub fn get(&self, i: usize) -> u64 {
-        self.0.get(i).map(|c| c.load(Ordering::Relaxed)).unwrap_or(0)
+        self.0
+            .get(i)
+            .map(|c| c.load(Ordering::Relaxed))
+            .unwrap_or(0)
     }
     fn add(&self, i: usize) {
         if let Some(c) = self.0.get(i) {

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use bollard::models::{ContainerCreateBody, HealthConfig, HealthStatusEnum, HostConfig, PortBinding};
+use bollard::models::{
+    ContainerCreateBody, HealthConfig, HealthStatusEnum, HostConfig, PortBinding,
+};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, InspectContainerOptions,
     RemoveContainerOptionsBuilder, StartContainerOptions,
@@ -123,14 +125,20 @@ impl Container {
         let image = pinned_image()?;
         docker
             .create_image(
-                Some(CreateImageOptionsBuilder::default().from_image(&image).build()),
+                Some(
+                    CreateImageOptionsBuilder::default()
+                        .from_image(&image)
+                        .build(),
+                ),
                 None,
                 None,
             )
             .try_collect::<Vec<_>>()
             .await
             .with_context(|| format!("pulling {image}"))?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
         let name = format!("sluice-bench-{}-{port}", std::process::id());
         let id = docker
             .create_container(
@@ -162,7 +170,9 @@ impl Container {
             match health {
                 Some(HealthStatusEnum::HEALTHY) => break,
                 Some(HealthStatusEnum::UNHEALTHY) => bail!("the MySQL container became unhealthy"),
-                _ if Instant::now() > deadline => bail!("the MySQL container was not healthy after 180 s"),
+                _ if Instant::now() > deadline => {
+                    bail!("the MySQL container was not healthy after 180 s")
+                }
                 _ => tokio::time::sleep(Duration::from_millis(500)).await,
             }
         }
@@ -176,7 +186,12 @@ impl Container {
             self.docker
                 .remove_container(
                     &id,
-                    Some(RemoveContainerOptionsBuilder::default().force(true).v(true).build()),
+                    Some(
+                        RemoveContainerOptionsBuilder::default()
+                            .force(true)
+                            .v(true)
+                            .build(),
+                    ),
                 )
                 .await
                 .context("removing the MySQL container")?;
@@ -191,8 +206,14 @@ impl Drop for Container {
         if let Some(id) = self.id.take() {
             let docker = self.docker.clone();
             let _ = std::thread::spawn(move || {
-                if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                    let opts = RemoveContainerOptionsBuilder::default().force(true).v(true).build();
+                if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    let opts = RemoveContainerOptionsBuilder::default()
+                        .force(true)
+                        .v(true)
+                        .build();
                     let _ = rt.block_on(docker.remove_container(&id, Some(opts)));
                 }
             })
@@ -224,7 +245,11 @@ mod tests {
         assert_eq!(b[0].host_ip.as_deref(), Some("127.0.0.1"));
         assert_eq!(b[0].host_port.as_deref(), Some("3311"));
         let env = spec.env.expect("env");
-        for want in ["MYSQL_DATABASE=bench", "MYSQL_USER=bench", "MYSQL_PASSWORD=bench"] {
+        for want in [
+            "MYSQL_DATABASE=bench",
+            "MYSQL_USER=bench",
+            "MYSQL_PASSWORD=bench",
+        ] {
             assert!(env.iter().any(|e| e == want), "{want} missing from {env:?}");
         }
         assert!(env.iter().any(|e| e.starts_with("MYSQL_ROOT_PASSWORD=")));

@@ -24,7 +24,12 @@ pub enum Backend {
 
 /// Which backend `auto` picks: external with a URL, else local when a binary exists, else
 /// docker when an engine answers.
-pub fn resolve_kind(requested: ServerKind, has_url: bool, has_binary: bool, has_engine: bool) -> Option<ServerKind> {
+pub fn resolve_kind(
+    requested: ServerKind,
+    has_url: bool,
+    has_binary: bool,
+    has_engine: bool,
+) -> Option<ServerKind> {
     match requested {
         ServerKind::Auto if has_url => Some(ServerKind::External),
         ServerKind::Auto if has_binary => Some(ServerKind::Local),
@@ -45,7 +50,12 @@ impl Backend {
         } else {
             None
         };
-        let kind = resolve_kind(s.server, s.mysql_url.is_some(), has_binary, engine.is_some());
+        let kind = resolve_kind(
+            s.server,
+            s.mysql_url.is_some(),
+            has_binary,
+            engine.is_some(),
+        );
         match kind {
             Some(ServerKind::External) => Ok(Backend::External {
                 url: s.mysql_url.clone().context("--mysql-url is required")?,
@@ -54,7 +64,9 @@ impl Backend {
                 let docker = engine.context(
                     "no Docker engine answered a ping (is dockerd running? DOCKER_HOST?)",
                 )?;
-                Ok(Backend::Docker(docker::Container::start(docker, &s.server_cpus).await?))
+                Ok(Backend::Docker(
+                    docker::Container::start(docker, &s.server_cpus).await?,
+                ))
             }
             Some(ServerKind::Local) => {
                 let opts = ServerOptions {
@@ -72,10 +84,12 @@ impl Backend {
                 Ok(Backend::Local(server))
             }
             // Only `auto` can resolve to nothing: no URL, no binary, no engine.
-            Some(ServerKind::Auto) | None => Err(dbkit::find_server_binary(s.server_bin.as_deref())
-                .err()
-                .map(anyhow::Error::new)
-                .unwrap_or_else(|| anyhow::anyhow!("no server backend available"))),
+            Some(ServerKind::Auto) | None => {
+                Err(dbkit::find_server_binary(s.server_bin.as_deref())
+                    .err()
+                    .map(anyhow::Error::new)
+                    .unwrap_or_else(|| anyhow::anyhow!("no server backend available")))
+            }
         }
     }
 
@@ -113,9 +127,18 @@ impl Backend {
                     .iter()
                     .filter(|(k, _)| {
                         // Temp paths change every run and say nothing about the server.
-                        !matches!(k.as_str(), "datadir" | "socket" | "pid-file" | "log-error" | "init-file")
+                        !matches!(
+                            k.as_str(),
+                            "datadir" | "socket" | "pid-file" | "log-error" | "init-file"
+                        )
                     })
-                    .map(|(k, v)| if v.is_empty() { k.clone() } else { format!("{k}={v}") })
+                    .map(|(k, v)| {
+                        if v.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{k}={v}")
+                        }
+                    })
                     .collect::<Vec<_>>()
                     .join(" ");
                 out.push(("server_settings".into(), settings));

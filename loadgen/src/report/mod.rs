@@ -57,7 +57,10 @@ impl Report {
 
     /// Rows of one experiment.
     pub fn rows_of(&self, experiment: &str) -> Vec<&LevelResult> {
-        self.rows.iter().filter(|r| r.experiment == experiment).collect()
+        self.rows
+            .iter()
+            .filter(|r| r.experiment == experiment)
+            .collect()
     }
 
     /// Records a level and rewrites its CSV.
@@ -72,7 +75,8 @@ impl Report {
             return Ok(());
         };
         let path = self.dir.join(file);
-        let mut w = csv::Writer::from_path(&path).with_context(|| format!("writing {}", path.display()))?;
+        let mut w =
+            csv::Writer::from_path(&path).with_context(|| format!("writing {}", path.display()))?;
         for row in self.rows_of(experiment) {
             w.serialize(row)?;
         }

@@ -28,7 +28,10 @@ pub fn draw_all(rep: &Report) -> Result<Vec<String>> {
     if !a.is_empty() {
         throughput(&rep.dir.join("throughput_vs_connections.svg"), &a)?;
         p99(&rep.dir.join("p99_vs_connections.svg"), &a)?;
-        written.extend(["throughput_vs_connections.svg".into(), "p99_vs_connections.svg".into()]);
+        written.extend([
+            "throughput_vs_connections.svg".into(),
+            "p99_vs_connections.svg".into(),
+        ]);
     }
     let mut bars: Vec<(String, &LevelResult)> = Vec::new();
     let c = rep.rows_of("C");
@@ -36,12 +39,19 @@ pub fn draw_all(rep: &Report) -> Result<Vec<String>> {
         if let Some(direct) = a.iter().find(|r| r.clients == clients) {
             bars.push((format!("direct {clients}"), direct));
         }
-        bars.extend(c.iter().map(|r| (format!("pool {}", r.pool_size.unwrap_or(0)), *r)));
         bars.extend(
-            rep.rows_of("proxy")
-                .into_iter()
-                .map(|r| (format!("sluice {}", r.pool_size.map(|p| p.to_string()).unwrap_or_default()), r)),
+            c.iter()
+                .map(|r| (format!("pool {}", r.pool_size.unwrap_or(0)), *r)),
         );
+        bars.extend(rep.rows_of("proxy").into_iter().map(|r| {
+            (
+                format!(
+                    "sluice {}",
+                    r.pool_size.map(|p| p.to_string()).unwrap_or_default()
+                ),
+                r,
+            )
+        }));
         pool_vs_direct(&rep.dir.join("pool_vs_direct_512.svg"), &bars)?;
         written.push("pool_vs_direct_512.svg".into());
     }
@@ -64,7 +74,10 @@ fn throughput(path: &Path, rows: &[&LevelResult]) -> Result<()> {
     let (x0, x1) = log_x_range(rows);
     let ymax = rows.iter().map(|r| r.qps).fold(1.0, f64::max) * 1.15;
     let mut chart = ChartBuilder::on(&root)
-        .caption("Throughput vs connections (one connection per client)", ("sans-serif", 22))
+        .caption(
+            "Throughput vs connections (one connection per client)",
+            ("sans-serif", 22),
+        )
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
@@ -99,9 +112,15 @@ fn p99(path: &Path, rows: &[&LevelResult]) -> Result<()> {
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let (x0, x1) = log_x_range(rows);
-    let vals = rows.iter().flat_map(|r| [r.p50_ms, r.p99_ms, r.p99_with_inflight_ms]);
+    let vals = rows
+        .iter()
+        .flat_map(|r| [r.p50_ms, r.p99_ms, r.p99_with_inflight_ms]);
     let ymax = vals.clone().fold(1.0, f64::max) * 1.5;
-    let ymin = vals.filter(|v| *v > 0.0).fold(f64::MAX, f64::min).min(ymax / 10.0) * 0.7;
+    let ymin = vals
+        .filter(|v| *v > 0.0)
+        .fold(f64::MAX, f64::min)
+        .min(ymax / 10.0)
+        * 0.7;
     let mut chart = ChartBuilder::on(&root)
         .caption("Latency vs connections (log-log)", ("sans-serif", 22))
         .margin(15)
@@ -119,7 +138,9 @@ fn p99(path: &Path, rows: &[&LevelResult]) -> Result<()> {
         .map_err(err)?;
     let series: [(&str, fn(&LevelResult) -> f64); 3] = [
         ("p99", |r| r.p99_ms),
-        ("p99 counting in-flight at close", |r| r.p99_with_inflight_ms),
+        ("p99 counting in-flight at close", |r| {
+            r.p99_with_inflight_ms
+        }),
         ("p50", |r| r.p50_ms),
     ];
     for (i, (name, f)) in series.iter().enumerate() {
@@ -161,11 +182,24 @@ fn pool_vs_direct(path: &Path, bars: &[(String, &LevelResult)]) -> Result<()> {
             String::new()
         }
     };
-    let ymax = bars.iter().map(|(_, r)| r.p99_with_inflight_ms.max(r.p99_ms)).fold(1.0, f64::max) * 2.0;
-    let ymin = bars.iter().map(|(_, r)| r.p99_ms).filter(|v| *v > 0.0).fold(f64::MAX, f64::min).min(ymax / 10.0) * 0.5;
+    let ymax = bars
+        .iter()
+        .map(|(_, r)| r.p99_with_inflight_ms.max(r.p99_ms))
+        .fold(1.0, f64::max)
+        * 2.0;
+    let ymin = bars
+        .iter()
+        .map(|(_, r)| r.p99_ms)
+        .filter(|v| *v > 0.0)
+        .fold(f64::MAX, f64::min)
+        .min(ymax / 10.0)
+        * 0.5;
     let clients = bars.first().map(|(_, r)| r.clients).unwrap_or(0);
     let mut chart = ChartBuilder::on(&top)
-        .caption(format!("p99 for {clients} clients: direct vs a bounded pool"), ("sans-serif", 22))
+        .caption(
+            format!("p99 for {clients} clients: direct vs a bounded pool"),
+            ("sans-serif", 22),
+        )
         .margin(15)
         .x_label_area_size(35)
         .y_label_area_size(70)
@@ -183,14 +217,21 @@ fn pool_vs_direct(path: &Path, bars: &[(String, &LevelResult)]) -> Result<()> {
     chart
         .draw_series(bars.iter().enumerate().map(|(i, (_, r))| {
             let x = i as f64;
-            Rectangle::new([(x - 0.3, ymin), (x + 0.3, r.p99_ms.max(ymin))], COLORS[if i == 0 { 1 } else { 0 }].filled())
+            Rectangle::new(
+                [(x - 0.3, ymin), (x + 0.3, r.p99_ms.max(ymin))],
+                COLORS[if i == 0 { 1 } else { 0 }].filled(),
+            )
         }))
         .map_err(err)?
         .label("p99")
         .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], COLORS[0].filled()));
     chart
         .draw_series(bars.iter().enumerate().map(|(i, (_, r))| {
-            Cross::new((i as f64, r.p99_with_inflight_ms.max(ymin)), 6, BLACK.stroke_width(2))
+            Cross::new(
+                (i as f64, r.p99_with_inflight_ms.max(ymin)),
+                6,
+                BLACK.stroke_width(2),
+            )
         }))
         .map_err(err)?
         .label("p99 counting in-flight at close")
@@ -204,7 +245,10 @@ fn pool_vs_direct(path: &Path, bars: &[(String, &LevelResult)]) -> Result<()> {
         .map_err(err)?;
 
     let mut served = ChartBuilder::on(&bottom)
-        .caption(format!("clients (of {clients}) that finished at least one query in the window"), ("sans-serif", 18))
+        .caption(
+            format!("clients (of {clients}) that finished at least one query in the window"),
+            ("sans-serif", 18),
+        )
         .margin(15)
         .x_label_area_size(35)
         .y_label_area_size(70)
@@ -221,7 +265,10 @@ fn pool_vs_direct(path: &Path, bars: &[(String, &LevelResult)]) -> Result<()> {
     served
         .draw_series(bars.iter().enumerate().map(|(i, (_, r))| {
             let x = i as f64;
-            Rectangle::new([(x - 0.3, 0.0), (x + 0.3, r.clients_served as f64)], COLORS[2].filled())
+            Rectangle::new(
+                [(x - 0.3, 0.0), (x + 0.3, r.clients_served as f64)],
+                COLORS[2].filled(),
+            )
         }))
         .map_err(err)?;
     root.present().map_err(err)
@@ -235,9 +282,16 @@ fn open_loop(path: &Path, rows: &[&LevelResult]) -> Result<()> {
     let x1 = xs.fold(0.0, f64::max) + 0.1;
     let vals = rows.iter().flat_map(|r| [r.p50_ms, r.p99_with_inflight_ms]);
     let ymax = vals.clone().fold(1.0, f64::max) * 2.0;
-    let ymin = vals.filter(|v| *v > 0.0).fold(f64::MAX, f64::min).min(ymax / 10.0) * 0.5;
+    let ymin = vals
+        .filter(|v| *v > 0.0)
+        .fold(f64::MAX, f64::min)
+        .min(ymax / 10.0)
+        * 0.5;
     let mut chart = ChartBuilder::on(&root)
-        .caption("Open loop: latency from the intended start vs offered load", ("sans-serif", 22))
+        .caption(
+            "Open loop: latency from the intended start vs offered load",
+            ("sans-serif", 22),
+        )
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
@@ -263,18 +317,36 @@ fn open_loop(path: &Path, rows: &[&LevelResult]) -> Result<()> {
     }
     for (i, (name, rs)) in targets.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let p99: Vec<(f64, f64)> = rs.iter().map(|r| (r.rate_fraction.unwrap_or(0.0), r.p99_with_inflight_ms.max(ymin))).collect();
-        let p50: Vec<(f64, f64)> = rs.iter().map(|r| (r.rate_fraction.unwrap_or(0.0), r.p50_ms.max(ymin))).collect();
+        let p99: Vec<(f64, f64)> = rs
+            .iter()
+            .map(|r| {
+                (
+                    r.rate_fraction.unwrap_or(0.0),
+                    r.p99_with_inflight_ms.max(ymin),
+                )
+            })
+            .collect();
+        let p50: Vec<(f64, f64)> = rs
+            .iter()
+            .map(|r| (r.rate_fraction.unwrap_or(0.0), r.p50_ms.max(ymin)))
+            .collect();
         chart
             .draw_series(LineSeries::new(p99.clone(), color.stroke_width(2)))
             .map_err(err)?
             .label(format!("{name}: p99 incl. unfinished"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
         chart
             .draw_series(p99.iter().map(|&p| Circle::new(p, 4, color.filled())))
             .map_err(err)?;
         chart
-            .draw_series(DashedLineSeries::new(p50.clone(), 6, 4, color.stroke_width(1)))
+            .draw_series(DashedLineSeries::new(
+                p50.clone(),
+                6,
+                4,
+                color.stroke_width(1),
+            ))
             .map_err(err)?
             .label(format!("{name}: p50"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));

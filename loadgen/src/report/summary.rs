@@ -16,9 +16,7 @@ fn ratio(a: f64, b: f64) -> f64 {
 
 /// Experiment B: `(peak row, largest-C row, peak QPS / its QPS, its p99 / peak p99)`.
 pub fn collapse_of(rows: &[&LevelResult]) -> Option<(LevelResult, LevelResult, f64, f64)> {
-    let peak = rows
-        .iter()
-        .max_by(|x, y| x.qps.total_cmp(&y.qps))?;
+    let peak = rows.iter().max_by(|x, y| x.qps.total_cmp(&y.qps))?;
     let worst = rows.iter().max_by_key(|r| r.clients)?;
     Some((
         (*peak).clone(),
@@ -41,7 +39,12 @@ fn opt(v: Option<u64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
-fn table(out: &mut String, rows: &[&LevelResult], first_col: &str, first: impl Fn(&LevelResult) -> String) {
+fn table(
+    out: &mut String,
+    rows: &[&LevelResult],
+    first_col: &str,
+    first: impl Fn(&LevelResult) -> String,
+) {
     let _ = writeln!(
         out,
         "{first_col:>10} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>14} {:>5} {:>6} {:>9} {:>10} {:>5} {:>5} {:>5} {:>4}",
@@ -83,14 +86,27 @@ pub fn render(rep: &Report) -> String {
             .map(|(_, v)| v.as_str())
             .unwrap_or("?")
     };
-    let _ = writeln!(out, "sluice loadgen run {}", rep.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+    let _ = writeln!(
+        out,
+        "sluice loadgen run {}",
+        rep.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    );
     let _ = writeln!(
         out,
         "server: {} {} pinned to CPUs {}; loadgen on CPUs {} ({} runtime workers); host has {} cores ({})",
         meta("server_kind"), meta("server_version"), meta("server_cpus"), meta("loadgen_cpus"),
         meta("loadgen_worker_threads"), meta("host_cores"), meta("arch")
     );
-    let _ = writeln!(out, "table: {} rows, SCAN_W {}; query: {}", meta("rows"), meta("scan_w"), meta("query"));
+    let _ = writeln!(
+        out,
+        "table: {} rows, SCAN_W {}; query: {}",
+        meta("rows"),
+        meta("scan_w"),
+        meta("query")
+    );
     let _ = writeln!(
         out,
         "host load average: {} at start, {} at end (other work on the host skews every number)",
@@ -118,7 +134,11 @@ pub fn render(rep: &Report) -> String {
 
     let a = rep.rows_of("A");
     if !a.is_empty() {
-        let _ = writeln!(out, "\nExperiment A: the curve (one dedicated connection per client, {} arrival)", a[0].arrival);
+        let _ = writeln!(
+            out,
+            "\nExperiment A: the curve (one dedicated connection per client, {} arrival)",
+            a[0].arrival
+        );
         table(&mut out, &a, "C", |r| r.clients.to_string());
     }
     if let Some((peak, worst, q, p)) = collapse_of(&a) {
@@ -154,7 +174,9 @@ pub fn render(rep: &Report) -> String {
     if !c.is_empty() {
         let _ = writeln!(out, "\nExperiment C: {} client tasks over an in-process fair FIFO pool of P connections (latency includes the wait to borrow)", c[0].clients);
         table(&mut out, &c, "P", |r| r.pool_size.unwrap_or(0).to_string());
-        let direct = a.iter().find(|r| r.clients == c[0].clients && r.queries > 0);
+        let direct = a
+            .iter()
+            .find(|r| r.clients == c[0].clients && r.queries > 0);
         if let (Some(best), Some(direct)) = (best_pool(&c), direct) {
             let _ = writeln!(
                 out,
@@ -185,10 +207,19 @@ pub fn render(rep: &Report) -> String {
     let px = rep.rows_of("proxy");
     if !px.is_empty() {
         let _ = writeln!(out, "\nThrough sluice: {} clients connect to the proxy, which runs statements on P backend connections", px[0].clients);
-        table(&mut out, &px, "P", |r| r.pool_size.map(|p| p.to_string()).unwrap_or_else(|| "ext".into()));
+        table(&mut out, &px, "P", |r| {
+            r.pool_size
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "ext".into())
+        });
         for r in &px {
             if let Some(cpu) = r.proxy_cpu_us_per_query {
-                let _ = writeln!(out, "  P={}: sluice used {:.1} us CPU per relayed query", r.pool_size.unwrap_or(0), cpu);
+                let _ = writeln!(
+                    out,
+                    "  P={}: sluice used {:.1} us CPU per relayed query",
+                    r.pool_size.unwrap_or(0),
+                    cpu
+                );
             }
         }
     }
@@ -196,7 +227,10 @@ pub fn render(rep: &Report) -> String {
     if !ov.is_empty() {
         let _ = writeln!(out, "\nOverhead: SELECT 1, direct vs through sluice");
         table(&mut out, &ov, "target", |r| r.target.to_string());
-        for k in ["overhead_added_p50_ms_1_client", "overhead_sluice_cpu_us_per_query_64_clients"] {
+        for k in [
+            "overhead_added_p50_ms_1_client",
+            "overhead_sluice_cpu_us_per_query_64_clients",
+        ] {
             if let Some((_, v)) = rep.meta.iter().find(|(key, _)| key == k) {
                 let _ = writeln!(out, "{k}: {v}");
             }
@@ -246,7 +280,8 @@ fn loadgen_cost(out: &mut String, rows: &[LevelResult]) {
     else {
         return;
     };
-    let _ = writeln!(
+    let _ =
+        writeln!(
         out,
         "At {} clients ({} {}): {:.1} us loadgen CPU per query, {:.1}% of one core, RSS {:.1} MiB.",
         biggest.clients, biggest.experiment, biggest.target, biggest.loadgen_cpu_us_per_query,

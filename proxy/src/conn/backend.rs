@@ -65,10 +65,10 @@ impl MovableState {
             match change {
                 SessionStateChange::Schema(s) if s.is_empty() => self.schema = None,
                 SessionStateChange::Schema(s) => self.schema = Some(s.clone()),
-                SessionStateChange::SystemVariable { name, value } => {
-                    if !is_tracker_variable(name) {
-                        self.vars.insert(name.to_ascii_lowercase(), value.clone());
-                    }
+                SessionStateChange::SystemVariable { name, value }
+                    if !is_tracker_variable(name) =>
+                {
+                    self.vars.insert(name.to_ascii_lowercase(), value.clone());
                 }
                 _ => {}
             }
@@ -140,13 +140,20 @@ impl BackendConn {
 
     async fn connect_inner(target: &BackendTarget, key: PoolKey) -> Result<BackendConn, Error> {
         let socket = TcpStream::connect(target.addr.as_str()).await?;
-        let mut stream = PacketStream::with_read_chunk(socket, target.max_payload, super::stream::BACKEND_READ_CHUNK);
+        let mut stream = PacketStream::with_read_chunk(
+            socket,
+            target.max_payload,
+            super::stream::BACKEND_READ_CHUNK,
+        );
         let span = stream.expect_packet().await?;
         let greeting = stream.payload(&span).into_owned();
         let seq = span.last_seq;
         stream.consume(&span);
         if greeting.first() == Some(&0xFF) {
-            return Err(Error::Server(ErrPacket::decode(&greeting, Capabilities::empty())?));
+            return Err(Error::Server(ErrPacket::decode(
+                &greeting,
+                Capabilities::empty(),
+            )?));
         }
         let hs = Handshake::decode(&greeting)?;
         let wanted = base_caps() | Capabilities::from_bits_truncate(key.caps);
@@ -174,7 +181,12 @@ impl BackendConn {
         Ok(conn)
     }
 
-    async fn login(&mut self, hs: &Handshake, seq: u8, target: &BackendTarget) -> Result<(), Error> {
+    async fn login(
+        &mut self,
+        hs: &Handshake,
+        seq: u8,
+        target: &BackendTarget,
+    ) -> Result<(), Error> {
         let password = target.password.as_bytes();
         let plugin: &[u8] = if hs.auth_plugin == auth::CACHING_SHA2.as_bytes() {
             auth::CACHING_SHA2.as_bytes()
@@ -230,7 +242,12 @@ impl BackendConn {
                         }
                     }
                 }
-                Some(other) => return Err(Error::Unexpected { during: "backend login", got: other }),
+                Some(other) => {
+                    return Err(Error::Unexpected {
+                        during: "backend login",
+                        got: other,
+                    })
+                }
                 None => return Err(Error::Truncated),
             }
         }
@@ -238,9 +255,14 @@ impl BackendConn {
 
     /// Sends one command whose answer is a single OK or ERR packet (COM_PING, COM_INIT_DB,
     /// COM_RESET_CONNECTION, a SET) and returns it. Tracked state in the OK is applied.
-    pub async fn run_simple(&mut self, payload: &[u8]) -> Result<Result<OkPacket, ErrPacket>, Error> {
+    pub async fn run_simple(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<Result<OkPacket, ErrPacket>, Error> {
         let mut results = self.run_pipeline(&[payload]).await?;
-        Ok(results.pop().unwrap_or_else(|| Err(ErrPacket::new(2013, "HY000", "no response"))))
+        Ok(results
+            .pop()
+            .unwrap_or_else(|| Err(ErrPacket::new(2013, "HY000", "no response"))))
     }
 
     /// Sends several single-answer commands in one write and reads all their answers: one round
@@ -267,7 +289,10 @@ impl BackendConn {
                 Some(0xFF) => results.push(Err(ErrPacket::decode(&payload, self.caps)?)),
                 Some(other) => {
                     self.health = Health::Broken;
-                    return Err(Error::Unexpected { during: "simple command", got: other });
+                    return Err(Error::Unexpected {
+                        during: "simple command",
+                        got: other,
+                    });
                 }
                 None => return Err(Error::Truncated),
             }
@@ -287,7 +312,9 @@ impl BackendConn {
     /// with no transaction, no user variables, no temporary tables, no locks, no prepared
     /// statements, and baseline session variables.
     pub async fn reset(&mut self) -> Result<(), Error> {
-        let results = self.run_pipeline(&[&[0x1f], &query_payload(ENABLE_TRACKING)]).await?;
+        let results = self
+            .run_pipeline(&[&[0x1f], &query_payload(ENABLE_TRACKING)])
+            .await?;
         for r in results {
             if let Err(e) = r {
                 return Err(Error::Server(e));
@@ -302,7 +329,10 @@ impl BackendConn {
 
     /// Prepares `sql` for sluice's own use: the response is read and consumed, never
     /// forwarded. `Ok(Err(_))` is the server's refusal, to be shown to the client.
-    pub async fn prepare_internal(&mut self, sql: &[u8]) -> Result<Result<PrepareOk, ErrPacket>, Error> {
+    pub async fn prepare_internal(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<Result<PrepareOk, ErrPacket>, Error> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(0x16);
         payload.extend_from_slice(sql);
@@ -319,7 +349,10 @@ impl BackendConn {
         match (summary.prepare_ok, summary.error) {
             (Some(ok), _) => Ok(Ok(ok)),
             (None, Some(err)) => Ok(Err(err)),
-            (None, None) => Err(Error::Unexpected { during: "internal prepare", got: 0 }),
+            (None, None) => Err(Error::Unexpected {
+                during: "internal prepare",
+                got: 0,
+            }),
         }
     }
 

@@ -86,14 +86,25 @@ impl HandshakeContext {
         let mut seq = span.last_seq.wrapping_add(1);
         stream.consume(&span);
         if span.first_seq != 1 {
-            return Err(self.reject(stream, seq, ERR_HANDSHAKE, "bad handshake").await);
+            return Err(self
+                .reject(stream, seq, ERR_HANDSHAKE, "bad handshake")
+                .await);
         }
         let response = match HandshakeResponse::decode(&payload) {
             Ok(r) => r,
-            Err(_) => return Err(self.reject(stream, seq, ERR_HANDSHAKE, "bad handshake").await),
+            Err(_) => {
+                return Err(self
+                    .reject(stream, seq, ERR_HANDSHAKE, "bad handshake")
+                    .await)
+            }
         };
-        if !response.capabilities.contains(Capabilities::CLIENT_PROTOCOL_41) {
-            return Err(self.reject(stream, seq, ERR_HANDSHAKE, "client too old").await);
+        if !response
+            .capabilities
+            .contains(Capabilities::CLIENT_PROTOCOL_41)
+        {
+            return Err(self
+                .reject(stream, seq, ERR_HANDSHAKE, "client too old")
+                .await);
         }
         let caps = response.capabilities & offered;
         let user_name = String::from_utf8_lossy(&response.user).into_owned();
@@ -103,7 +114,10 @@ impl HandshakeContext {
             .and_then(|u| u.auth_plugin)
             .map(plugin_name)
             .unwrap_or(default_plugin);
-        let client_plugin = response.auth_plugin.clone().unwrap_or_else(|| auth::NATIVE.as_bytes().to_vec());
+        let client_plugin = response
+            .auth_plugin
+            .clone()
+            .unwrap_or_else(|| auth::NATIVE.as_bytes().to_vec());
 
         let mut nonce = nonce.to_vec();
         let mut auth_response = response.auth_response.clone();
@@ -111,7 +125,10 @@ impl HandshakeContext {
             nonce = auth::random_nonce().to_vec();
             let mut data = nonce.clone();
             data.push(0);
-            let switch = AuthSwitchRequest { plugin: want_plugin.as_bytes().to_vec(), data };
+            let switch = AuthSwitchRequest {
+                plugin: want_plugin.as_bytes().to_vec(),
+                data,
+            };
             let mut out = BytesMut::new();
             switch.encode(&mut out);
             stream.send_packet(seq, &out).await?;
@@ -124,15 +141,16 @@ impl HandshakeContext {
         let verified = match &user {
             None => false,
             Some(u) if want_plugin == auth::CACHING_SHA2 => {
-                match self.verify_sha2(stream, &mut seq, u, &nonce, &auth_response, caps).await? {
-                    Some(ok) => ok,
-                    None => false,
-                }
+                self.verify_sha2(stream, &mut seq, u, &nonce, &auth_response, caps)
+                    .await?
             }
             Some(u) => verify_native(u, &nonce, &auth_response),
         };
         let Some(user) = user.filter(|_| verified) else {
-            let host = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+            let host = stream
+                .peer_addr()
+                .map(|a| a.ip().to_string())
+                .unwrap_or_default();
             let msg = format!(
                 "Access denied for user '{}'@'{}' (using password: {})",
                 user_name,
@@ -163,20 +181,24 @@ impl HandshakeContext {
         nonce: &[u8],
         response: &[u8],
         _caps: Capabilities,
-    ) -> Result<Option<bool>, Error> {
+    ) -> Result<bool, Error> {
         let password = user.password.expose().as_bytes();
         if user.password.is_native_hash() {
-            return Ok(Some(false));
+            return Ok(false);
         }
         if password.is_empty() {
-            return Ok(Some(response.is_empty() || response == [0]));
+            return Ok(response.is_empty() || response == [0]);
         }
-        let cached = self.sha2_cache.lock().map(|c| c.contains(&user.name)).unwrap_or(false);
+        let cached = self
+            .sha2_cache
+            .lock()
+            .map(|c| c.contains(&user.name))
+            .unwrap_or(false);
         if cached && auth::sha2_verify(nonce, password, response) {
             let mut out = BytesMut::new();
             AuthMoreData(vec![FAST_AUTH_OK]).encode(&mut out);
             *seq = stream.send_packet(*seq, &out).await?;
-            return Ok(Some(true));
+            return Ok(true);
         }
         // Full authentication: ask for the password, offering our RSA public key.
         let mut out = BytesMut::new();
@@ -188,13 +210,22 @@ impl HandshakeContext {
         stream.consume(&span);
         if reply == [REQUEST_PUBLIC_KEY] {
             let mut out = BytesMut::new();
-            AuthMoreData(self.rsa.get_or_init(auth::RsaKeyPair::generate).public_pem()).encode(&mut out);
+            AuthMoreData(
+                self.rsa
+                    .get_or_init(auth::RsaKeyPair::generate)
+                    .public_pem(),
+            )
+            .encode(&mut out);
             *seq = stream.send_packet(*seq, &out).await?;
             let span = stream.expect_packet().await?;
             reply = stream.payload(&span).into_owned();
             *seq = span.last_seq.wrapping_add(1);
             stream.consume(&span);
-            let ok = match self.rsa.get_or_init(auth::RsaKeyPair::generate).decrypt_password(&reply, nonce) {
+            let ok = match self
+                .rsa
+                .get_or_init(auth::RsaKeyPair::generate)
+                .decrypt_password(&reply, nonce)
+            {
                 Ok(mut clear) => {
                     if clear.last() == Some(&0) {
                         clear.pop();
@@ -208,10 +239,10 @@ impl HandshakeContext {
                     c.insert(user.name.clone());
                 }
             }
-            return Ok(Some(ok));
+            return Ok(ok);
         }
         // A cleartext password over an unencrypted connection is refused, as MySQL does.
-        Ok(Some(false))
+        Ok(false)
     }
 
     async fn reject(

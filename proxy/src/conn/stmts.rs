@@ -34,10 +34,9 @@ impl BackendStmts {
     pub fn get(&mut self, key: &StmtKey) -> Option<&mut BackendStmt> {
         self.tick += 1;
         let tick = self.tick;
-        self.map.get_mut(key).map(|s| {
-            s.last_used = tick;
-            s
-        })
+        let stmt = self.map.get_mut(key)?;
+        stmt.last_used = tick;
+        Some(stmt)
     }
 
     /// Records a statement; returns backend ids to close (a replaced duplicate, and the least
@@ -45,13 +44,25 @@ impl BackendStmts {
     pub fn insert(&mut self, key: StmtKey, id: u32, cap: usize) -> Vec<u32> {
         self.tick += 1;
         let mut close = Vec::new();
-        if let Some(old) = self.map.insert(key, BackendStmt { id, types: None, last_used: self.tick }) {
+        if let Some(old) = self.map.insert(
+            key,
+            BackendStmt {
+                id,
+                types: None,
+                last_used: self.tick,
+            },
+        ) {
             if old.id != id {
                 close.push(old.id);
             }
         }
         while self.map.len() > cap.max(1) {
-            let Some(oldest) = self.map.iter().min_by_key(|(_, s)| s.last_used).map(|(k, _)| k.clone()) else {
+            let Some(oldest) = self
+                .map
+                .iter()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(k, _)| k.clone())
+            else {
                 break;
             };
             if let Some(s) = self.map.remove(&oldest) {
@@ -95,7 +106,10 @@ mod tests {
 
     #[test]
     fn same_sql_in_other_schema_is_another_statement() {
-        assert_ne!(stmt_key(Some(b"a"), b"SELECT * FROM t"), stmt_key(Some(b"b"), b"SELECT * FROM t"));
+        assert_ne!(
+            stmt_key(Some(b"a"), b"SELECT * FROM t"),
+            stmt_key(Some(b"b"), b"SELECT * FROM t")
+        );
         assert_ne!(stmt_key(None, b"x"), stmt_key(Some(b""), b"\0x"));
     }
 

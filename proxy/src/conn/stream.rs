@@ -90,7 +90,10 @@ impl PacketStream {
 
     /// Like `next_packet`, but once part of a packet has arrived the rest must follow within
     /// `stall`: a client that stops mid-packet is dropped instead of held forever.
-    pub async fn next_packet_within(&mut self, stall: Duration) -> Result<Option<LogicalSpan>, Error> {
+    pub async fn next_packet_within(
+        &mut self,
+        stall: Duration,
+    ) -> Result<Option<LogicalSpan>, Error> {
         loop {
             if let Some(span) = frame::scan_logical(&self.rbuf, self.max_payload)? {
                 return Ok(Some(span));
@@ -103,7 +106,11 @@ impl PacketStream {
                     .map_err(|_| Error::Timeout("reading a packet"))??
             };
             if !more {
-                return if self.rbuf.is_empty() { Ok(None) } else { Err(Error::Truncated) };
+                return if self.rbuf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(Error::Truncated)
+                };
             }
         }
     }

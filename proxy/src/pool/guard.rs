@@ -13,7 +13,10 @@ pub struct PooledBackend {
 
 impl PooledBackend {
     pub(super) fn new(conn: BackendConn, pool: Pool) -> Self {
-        PooledBackend { conn: Some(conn), pool }
+        PooledBackend {
+            conn: Some(conn),
+            pool,
+        }
     }
 }
 

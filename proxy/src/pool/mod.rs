@@ -80,7 +80,9 @@ impl Pool {
                 backends: Mutex::new(Backends::default()),
                 freed: Notify::new(),
                 max_open: AtomicU32::new(settings.max_backend_connections),
-                lifetime_secs: AtomicU32::new(settings.server_lifetime.as_secs().min(u32::MAX as u64) as u32),
+                lifetime_secs: AtomicU32::new(
+                    settings.server_lifetime.as_secs().min(u32::MAX as u64) as u32,
+                ),
                 closed: AtomicBool::new(false),
                 stats,
             }),
@@ -89,10 +91,13 @@ impl Pool {
 
     pub fn apply(&self, settings: &PoolSettings) {
         self.shared.slots.resize(settings.pool_size);
-        self.shared.max_open.store(settings.max_backend_connections, Ordering::Relaxed);
         self.shared
-            .lifetime_secs
-            .store(settings.server_lifetime.as_secs().min(u32::MAX as u64) as u32, Ordering::Relaxed);
+            .max_open
+            .store(settings.max_backend_connections, Ordering::Relaxed);
+        self.shared.lifetime_secs.store(
+            settings.server_lifetime.as_secs().min(u32::MAX as u64) as u32,
+            Ordering::Relaxed,
+        );
         self.shared.freed.notify_waiters();
     }
 
@@ -109,11 +114,15 @@ impl Pool {
         if self.shared.closed.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
-        self.shared.slots.acquire(timeout).await.map_err(|waited| Error::QueueTimeout {
-            waited,
-            pool_size: self.shared.slots.size(),
-            queued: self.shared.slots.waiting(),
-        })
+        self.shared
+            .slots
+            .acquire(timeout)
+            .await
+            .map_err(|waited| Error::QueueTimeout {
+                waited,
+                pool_size: self.shared.slots.size(),
+                queued: self.shared.slots.waiting(),
+            })
     }
 
     /// A backend for `key`, preferring one whose movable state already matches `want`;
@@ -136,13 +145,18 @@ impl Pool {
                 Plan::Idle(conn) => return Ok(PooledBackend::new(conn, self.clone())),
                 Plan::Open(evicted) => {
                     if evicted.is_some() {
-                        self.shared.stats.backend_closed(BackendCloseReason::Evicted);
+                        self.shared
+                            .stats
+                            .backend_closed(BackendCloseReason::Evicted);
                         drop(evicted);
                     }
                     return self.open_new(key, target).await;
                 }
                 Plan::Wait => {
-                    if tokio::time::timeout_at(deadline.into(), freed).await.is_err() {
+                    if tokio::time::timeout_at(deadline.into(), freed)
+                        .await
+                        .is_err()
+                    {
                         return Err(Error::QueueTimeout {
                             waited: Duration::ZERO,
                             pool_size: self.shared.slots.size(),
@@ -173,7 +187,11 @@ impl Pool {
 
     /// A brand-new backend (no schema selected), making room by evicting an idle one if the
     /// cap is reached. Used when a session must leave a schema behind.
-    pub async fn open_fresh(&self, key: &PoolKey, target: &BackendTarget) -> Result<PooledBackend, Error> {
+    pub async fn open_fresh(
+        &self,
+        key: &PoolKey,
+        target: &BackendTarget,
+    ) -> Result<PooledBackend, Error> {
         let evicted = {
             let mut b = self.lock();
             if b.open < self.shared.max_open.load(Ordering::Relaxed) {
@@ -193,14 +211,20 @@ impl Pool {
             }
         };
         if evicted.is_some() {
-            self.shared.stats.backend_closed(BackendCloseReason::Evicted);
+            self.shared
+                .stats
+                .backend_closed(BackendCloseReason::Evicted);
         }
         drop(evicted);
         self.open_new(key, target).await
     }
 
     /// Opens a backend for which a place in `open` was already reserved.
-    async fn open_new(&self, key: &PoolKey, target: &BackendTarget) -> Result<PooledBackend, Error> {
+    async fn open_new(
+        &self,
+        key: &PoolKey,
+        target: &BackendTarget,
+    ) -> Result<PooledBackend, Error> {
         match BackendConn::connect(target, key.clone()).await {
             Ok(conn) => {
                 Stats::incr(&self.shared.stats.backend_connects);
@@ -210,7 +234,10 @@ impl Pool {
                 Stats::incr(&self.shared.stats.backend_connect_errors);
                 self.lock().open -= 1;
                 self.shared.freed.notify_one();
-                Err(Error::Connect { addr: target.addr.clone(), source })
+                Err(Error::Connect {
+                    addr: target.addr.clone(),
+                    source,
+                })
             }
         }
     }
@@ -224,7 +251,9 @@ impl Pool {
                 closed: self.shared.closed.load(Ordering::Relaxed),
                 open: b.open,
                 max_open: self.shared.max_open.load(Ordering::Relaxed),
-                lifetime: Duration::from_secs(self.shared.lifetime_secs.load(Ordering::Relaxed) as u64),
+                lifetime: Duration::from_secs(
+                    self.shared.lifetime_secs.load(Ordering::Relaxed) as u64
+                ),
             }
         };
         match recycle::decide(&conn, &facts, Instant::now()) {
@@ -300,7 +329,9 @@ impl Pool {
         }
         let n = victims.len();
         for _ in 0..n {
-            self.shared.stats.backend_closed(BackendCloseReason::IdleTimeout);
+            self.shared
+                .stats
+                .backend_closed(BackendCloseReason::IdleTimeout);
         }
         if n > 0 {
             self.shared.freed.notify_waiters();
@@ -336,7 +367,9 @@ impl Pool {
             all
         };
         for _ in &idle {
-            self.shared.stats.backend_closed(BackendCloseReason::Shutdown);
+            self.shared
+                .stats
+                .backend_closed(BackendCloseReason::Shutdown);
         }
         self.shared.freed.notify_waiters();
     }
@@ -362,7 +395,10 @@ impl Pool {
     fn lock(&self) -> MutexGuard<'_, Backends> {
         // A panic while holding this lock cannot leave the lists inconsistent (every
         // mutation is a single push/remove), so a poisoned lock is still usable.
-        self.shared.backends.lock().unwrap_or_else(|p| p.into_inner())
+        self.shared
+            .backends
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 }
 

@@ -32,7 +32,12 @@ impl Drop for Slot {
         if let Some(p) = self.permit.take() {
             let mut excess = self.slots.excess.load(Ordering::Relaxed);
             while excess > 0 {
-                match self.slots.excess.compare_exchange(excess, excess - 1, Ordering::AcqRel, Ordering::Relaxed) {
+                match self.slots.excess.compare_exchange(
+                    excess,
+                    excess - 1,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                ) {
                     Ok(_) => {
                         p.forget();
                         return;
@@ -83,7 +88,10 @@ impl Slots {
         let waited = start.elapsed().as_micros() as u64;
         self.max_wait_us.fetch_max(waited, Ordering::Relaxed);
         self.in_use.fetch_add(1, Ordering::Relaxed);
-        Ok(Slot { permit: Some(permit), slots: self.clone() })
+        Ok(Slot {
+            permit: Some(permit),
+            slots: self.clone(),
+        })
     }
 
     /// Changes the number of slots without disturbing statements that hold one.
@@ -98,7 +106,11 @@ impl Slots {
                     break;
                 }
                 let take = ex.min(grow);
-                if self.excess.compare_exchange(ex, ex - take, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                if self
+                    .excess
+                    .compare_exchange(ex, ex - take, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                {
                     grow -= take;
                 }
             }
@@ -125,9 +137,15 @@ impl Slots {
     /// Feeds the service-time average (weight 1/32 per sample).
     pub fn record_service(&self, d: Duration) {
         let sample = d.as_micros().min(u64::MAX as u128) as u64;
-        let _ = self.service_us.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |avg| {
-            Some(if avg == 0 { sample } else { avg - avg / 32 + sample / 32 })
-        });
+        let _ = self
+            .service_us
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |avg| {
+                Some(if avg == 0 {
+                    sample
+                } else {
+                    avg - avg / 32 + sample / 32
+                })
+            });
     }
 
     /// How long a statement arriving now should expect to wait: everyone queued ahead of it
@@ -191,7 +209,11 @@ mod tests {
     async fn acquire_times_out_and_keeps_counts_right() {
         let slots = Slots::new(1);
         let _held = slots.acquire(Duration::from_secs(1)).await.unwrap();
-        let err = slots.acquire(Duration::from_millis(20)).await.err().unwrap();
+        let err = slots
+            .acquire(Duration::from_millis(20))
+            .await
+            .err()
+            .unwrap();
         assert!(err >= Duration::from_millis(20));
         assert_eq!(slots.waiting(), 0);
         assert_eq!(slots.in_use(), 1);

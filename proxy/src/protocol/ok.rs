@@ -361,7 +361,10 @@ mod tests {
         expected.extend_from_slice(b"Records: 0  Deleted: 0  Skipped: 0  Warnings: 0");
         assert_eq!(&out[..], &expected[..]);
         let old_client = OkPacket::decode(&expected, Capabilities::CLIENT_PROTOCOL_41).unwrap();
-        assert_eq!(old_client.info, b"Records: 0  Deleted: 0  Skipped: 0  Warnings: 0");
+        assert_eq!(
+            old_client.info,
+            b"Records: 0  Deleted: 0  Skipped: 0  Warnings: 0"
+        );
         // The OK-0xFE terminator keeps its header.
         out.clear();
         strip_session_track(&hex("fe000002400000000b0106056d7973716c020131"), &mut out).unwrap();

@@ -11,7 +11,8 @@ use crate::classify::{classify, Classification, KillTarget};
 use crate::conn::backend::{query_payload, BackendConn, Health, MovableState, PoolKey};
 use crate::protocol::frame::LogicalSpan;
 use crate::protocol::{
-    auth, ChangeUser, Command, ErrPacket, ResponseKind, ResponseSummary, SessionStateChange, StatusFlags,
+    auth, ChangeUser, Command, ErrPacket, ResponseKind, ResponseSummary, SessionStateChange,
+    StatusFlags,
 };
 use crate::stats::{ClientCloseReason, PinReason};
 
@@ -23,7 +24,8 @@ impl Session {
             Ok(cmd) => cmd,
             Err(e) => {
                 let msg = format!("Malformed command packet ({e}); the session continues");
-                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes())).await?;
+                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes()))
+                    .await?;
                 return Ok(Flow::Continue);
             }
         };
@@ -46,23 +48,38 @@ impl Session {
                 if let Some(target) = class.kill {
                     return self.kill(target).await;
                 }
-                self.statement(&packet, ResponseKind::Query, Some(&class)).await
+                self.statement(&packet, ResponseKind::Query, Some(&class))
+                    .await
             }
             Command::StmtPrepare(sql) => {
                 let sql = sql.to_vec();
                 self.prepare(&packet, &sql).await
             }
             Command::StmtExecute { stmt_id, .. } => {
-                self.stmt_command(&payload, stmt_id, ResponseKind::Execute, "mysqld_stmt_execute").await
+                self.stmt_command(
+                    &payload,
+                    stmt_id,
+                    ResponseKind::Execute,
+                    "mysqld_stmt_execute",
+                )
+                .await
             }
             Command::StmtFetch { stmt_id, .. } => {
-                self.stmt_command(&payload, stmt_id, ResponseKind::Fetch, "mysqld_stmt_fetch").await
+                self.stmt_command(&payload, stmt_id, ResponseKind::Fetch, "mysqld_stmt_fetch")
+                    .await
             }
             Command::StmtSendLongData { stmt_id, .. } => {
-                self.stmt_command(&payload, stmt_id, ResponseKind::None, "mysqld_stmt_send_long_data").await
+                self.stmt_command(
+                    &payload,
+                    stmt_id,
+                    ResponseKind::None,
+                    "mysqld_stmt_send_long_data",
+                )
+                .await
             }
             Command::StmtReset(stmt_id) => {
-                self.stmt_command(&payload, stmt_id, ResponseKind::Simple, "mysqld_stmt_reset").await
+                self.stmt_command(&payload, stmt_id, ResponseKind::Simple, "mysqld_stmt_reset")
+                    .await
             }
             Command::StmtClose(stmt_id) => {
                 self.close_stmt(stmt_id);
@@ -73,12 +90,14 @@ impl Session {
                     "sluice does not support {code:?} (replication and administrative protocol commands \
                      must go to the MySQL server directly); the session continues"
                 );
-                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes())).await?;
+                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes()))
+                    .await?;
                 Ok(Flow::Continue)
             }
             Command::Unknown(byte) => {
                 let msg = format!("Unknown command 0x{byte:02x}; the session continues");
-                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes())).await?;
+                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes()))
+                    .await?;
                 Ok(Flow::Continue)
             }
             other => {
@@ -97,7 +116,9 @@ impl Session {
         if let Some(status) = summary.status {
             self.state.status = status;
         }
-        let Some(backend) = self.backend.as_mut() else { return };
+        let Some(backend) = self.backend.as_mut() else {
+            return;
+        };
         backend.statements += 1;
         backend.state.apply(&summary.state_changes);
         self.state.movable.apply(&summary.state_changes);
@@ -109,14 +130,21 @@ impl Session {
         if has_unexplained_change(&summary.state_changes, class) {
             pins.push(PinReason::UntrackedState);
         }
-        if summary.status.is_some_and(|s| s.contains(StatusFlags::SERVER_STATUS_CURSOR_EXISTS)) {
+        if summary
+            .status
+            .is_some_and(|s| s.contains(StatusFlags::SERVER_STATUS_CURSOR_EXISTS))
+        {
             pins.push(PinReason::Cursor);
         }
         for reason in pins {
             self.pin(reason);
         }
         if let Some(backend) = self.backend.as_mut() {
-            backend.health = if self.state.needs_backend() { Health::Dirty } else { Health::Clean };
+            backend.health = if self.state.needs_backend() {
+                Health::Dirty
+            } else {
+                Health::Clean
+            };
         }
     }
 
@@ -129,7 +157,10 @@ impl Session {
         if e.release_all_locks {
             self.state.named_locks = 0;
         } else if e.release_lock > 0 {
-            self.state.named_locks = self.state.named_locks.saturating_sub(u32::from(e.release_lock));
+            self.state.named_locks = self
+                .state
+                .named_locks
+                .saturating_sub(u32::from(e.release_lock));
         }
         if succeeded && (e.lock_tables || e.flush_with_read_lock || e.lock_instance) {
             self.state.table_locks = true;
@@ -147,8 +178,6 @@ impl Session {
             tracing::info!(client = self.reg.info.id, %reason, "session pinned to its backend");
         }
     }
-
-
 
     async fn ok_reply(&mut self) -> Step {
         self.send_ok(1).await.map_err(|_| ClientCloseReason::Eof)?;
@@ -179,7 +208,11 @@ impl Session {
     /// switch with a fresh nonce), then start a fresh session for the new user.
     async fn change_user(&mut self, body: &[u8]) -> Step {
         let Ok(req) = ChangeUser::decode(body, self.caps) else {
-            self.reply_err(1, &ErrPacket::new(1043, "08S01", b"Bad COM_CHANGE_USER packet")).await?;
+            self.reply_err(
+                1,
+                &ErrPacket::new(1043, "08S01", b"Bad COM_CHANGE_USER packet"),
+            )
+            .await?;
             return Ok(Flow::Continue);
         };
         let config = self.ctx.config();
@@ -189,8 +222,16 @@ impl Session {
         let mut data = nonce.to_vec();
         data.push(0);
         let mut out = BytesMut::new();
-        crate::protocol::AuthSwitchRequest { plugin: plugin.as_bytes().to_vec(), data }.encode(&mut out);
-        let seq = self.client.send_packet(1, &out).await.map_err(|_| ClientCloseReason::Eof)?;
+        crate::protocol::AuthSwitchRequest {
+            plugin: plugin.as_bytes().to_vec(),
+            data,
+        }
+        .encode(&mut out);
+        let seq = self
+            .client
+            .send_packet(1, &out)
+            .await
+            .map_err(|_| ClientCloseReason::Eof)?;
         let span = self
             .client
             .expect_packet()
@@ -207,20 +248,29 @@ impl Session {
             }
         });
         let Some(user) = user.filter(|_| verified) else {
-            let host = self.client.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+            let host = self
+                .client
+                .peer_addr()
+                .map(|a| a.ip().to_string())
+                .unwrap_or_default();
             let msg = format!(
                 "Access denied for user '{}'@'{}' (using password: {})",
                 String::from_utf8_lossy(&req.user),
                 host,
                 if response.is_empty() { "NO" } else { "YES" }
             );
-            self.reply_err(seq, &ErrPacket::new(1045, "28000", msg.as_bytes())).await?;
+            self.reply_err(seq, &ErrPacket::new(1045, "28000", msg.as_bytes()))
+                .await?;
             return Ok(Flow::Continue);
         };
         self.drop_session_state();
         self.target = crate::context::backend_target(&config, &user);
         let collation = req.collation.map(|c| c as u8).unwrap_or(self.key.collation);
-        self.key = PoolKey { user: std::sync::Arc::from(self.target.user.as_str()), caps: self.key.caps, collation };
+        self.key = PoolKey {
+            user: std::sync::Arc::from(self.target.user.as_str()),
+            caps: self.key.caps,
+            collation,
+        };
         if let Ok(mut u) = self.reg.info.user.lock() {
             u.clone_from(&user.name);
         }
@@ -232,7 +282,9 @@ impl Session {
                 return Ok(Flow::Continue);
             }
         }
-        self.send_ok(seq).await.map_err(|_| ClientCloseReason::Eof)?;
+        self.send_ok(seq)
+            .await
+            .map_err(|_| ClientCloseReason::Eof)?;
         Ok(Flow::Continue)
     }
 
@@ -240,7 +292,9 @@ impl Session {
     pub(super) async fn select_database(&mut self, db: Vec<u8>) -> Result<(), ErrPacket> {
         let result = async {
             self.acquire().await?;
-            let Some(b) = self.backend.as_mut() else { return Ok(()) };
+            let Some(b) = self.backend.as_mut() else {
+                return Ok(());
+            };
             let mut payload = vec![0x02];
             payload.extend_from_slice(&db);
             match b.run_simple(&payload).await {
@@ -253,7 +307,11 @@ impl Session {
                 Err(e) => {
                     b.health = Health::Broken;
                     self.backend = None;
-                    Err(ErrPacket::new(2013, "HY000", format!("Lost connection to backend: {e}").as_bytes()))
+                    Err(ErrPacket::new(
+                        2013,
+                        "HY000",
+                        format!("Lost connection to backend: {e}").as_bytes(),
+                    ))
                 }
             }
         }
@@ -269,22 +327,29 @@ impl Session {
             KillTarget::Query(id) => (id, false),
             KillTarget::Connection(id) => (id, true),
         };
-        let victim = u32::try_from(id).ok().and_then(|id| self.ctx.registry.get(id));
+        let victim = u32::try_from(id)
+            .ok()
+            .and_then(|id| self.ctx.registry.get(id));
         let Some(victim) = victim.filter(|v| v.user() == self.user.name) else {
             let msg = format!("Unknown thread id: {id}");
-            self.reply_err(1, &ErrPacket::new(1094, "HY000", msg.as_bytes())).await?;
+            self.reply_err(1, &ErrPacket::new(1094, "HY000", msg.as_bytes()))
+                .await?;
             return Ok(Flow::Continue);
         };
         let thread = victim.backend_thread.load(Ordering::Relaxed);
         if thread != 0 && victim.id != self.reg.info.id {
             if let Err(e) = kill_backend_query(&self.target, &self.key, thread).await {
-                tracing::warn!(client = self.reg.info.id, "KILL QUERY on backend failed: {e}");
+                tracing::warn!(
+                    client = self.reg.info.id,
+                    "KILL QUERY on backend failed: {e}"
+                );
             }
         }
         if whole {
             victim.kill.cancel();
             if victim.id == self.reg.info.id {
-                self.reply_err(1, &ErrPacket::new(1927, "70100", b"Connection was killed")).await?;
+                self.reply_err(1, &ErrPacket::new(1927, "70100", b"Connection was killed"))
+                    .await?;
                 return Err(ClientCloseReason::Killed);
             }
         }
@@ -337,14 +402,20 @@ fn class_pins(class: &Classification) -> Vec<PinReason> {
 /// The server says session state changed, but nothing it reported (schema, variables)
 /// and nothing the classifier recognised explains it.
 fn has_unexplained_change(changes: &[SessionStateChange], class: Option<&Classification>) -> bool {
-    let changed = changes.iter().any(|c| matches!(c, SessionStateChange::StateChanged));
+    let changed = changes
+        .iter()
+        .any(|c| matches!(c, SessionStateChange::StateChanged));
     if !changed {
         return false;
     }
-    let explained_by_report = changes
-        .iter()
-        .any(|c| matches!(c, SessionStateChange::SystemVariable { .. } | SessionStateChange::Schema(_)));
-    let explained_by_class = class.is_some_and(|c| !class_pins(c).is_empty() || c.effects.get_lock > 0);
+    let explained_by_report = changes.iter().any(|c| {
+        matches!(
+            c,
+            SessionStateChange::SystemVariable { .. } | SessionStateChange::Schema(_)
+        )
+    });
+    let explained_by_class =
+        class.is_some_and(|c| !class_pins(c).is_empty() || c.effects.get_lock > 0);
     !(explained_by_report || explained_by_class)
 }
 

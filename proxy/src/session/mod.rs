@@ -57,15 +57,26 @@ pub struct Session {
 /// Serves one accepted socket until the client leaves.
 pub async fn serve(ctx: Arc<Context>, socket: TcpStream) {
     let config = ctx.config();
-    let addr = socket.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let addr = socket
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     let mut client = PacketStream::new(socket, config.max_allowed_packet as usize);
     Stats::incr(&ctx.stats.clients_accepted);
-    let Some(reg) = ctx.registry.register(addr.clone(), config.max_client_connections) else {
+    let Some(reg) = ctx
+        .registry
+        .register(addr.clone(), config.max_client_connections)
+    else {
         let msg = format!(
             "Too many connections: sluice accepts at most max_client_connections={} clients",
             config.max_client_connections
         );
-        send_err(&mut client, 0, &ErrPacket::new(1040, "08004", msg.as_bytes())).await;
+        send_err(
+            &mut client,
+            0,
+            &ErrPacket::new(1040, "08004", msg.as_bytes()),
+        )
+        .await;
         ctx.stats.client_closed(ClientCloseReason::TooManyClients);
         return;
     };
@@ -83,7 +94,12 @@ pub async fn serve(ctx: Arc<Context>, socket: TcpStream) {
                 // Unframeable bytes (an oversized length, an HTTP request): say so, as MySQL
                 // does, before closing. The client's response would have been packet 1.
                 let msg = format!("Bad handshake: {p}");
-                send_err(&mut client, 2, &ErrPacket::new(1043, "08S01", msg.as_bytes())).await;
+                send_err(
+                    &mut client,
+                    2,
+                    &ErrPacket::new(1043, "08S01", msg.as_bytes()),
+                )
+                .await;
             }
             ctx.stats.client_closed(reason);
             return;
@@ -95,7 +111,9 @@ pub async fn serve(ctx: Arc<Context>, socket: TcpStream) {
         }
     };
     tracing::info!(client = id, %addr, user = %hello.user.name, "client connected");
-    let reason = Session::new(ctx.clone(), client, hello.clone_meta(), reg).start(hello).await;
+    let reason = Session::new(ctx.clone(), client, hello.clone_meta(), reg)
+        .start(hello)
+        .await;
     tracing::info!(client = id, %reason, "client disconnected");
     ctx.stats.client_closed(reason);
 }
@@ -172,8 +190,13 @@ impl Session {
                 Err(e) => return self.protocol_error(e).await,
             };
             if span.first_seq != 0 {
-                let msg = format!("Got packets out of order: a command must start with sequence id 0, got {}", span.first_seq);
-                return self.fatal(1156, "08S01", &msg, span.last_seq.wrapping_add(1)).await;
+                let msg = format!(
+                    "Got packets out of order: a command must start with sequence id 0, got {}",
+                    span.first_seq
+                );
+                return self
+                    .fatal(1156, "08S01", &msg, span.last_seq.wrapping_add(1))
+                    .await;
             }
             let packet = self.client.take(&span);
             match self.dispatch(packet, span).await {
@@ -185,7 +208,12 @@ impl Session {
     }
 
     /// Runs one statement on a backend and relays its response.
-    async fn statement(&mut self, packet: &[u8], kind: ResponseKind, class: Option<&Classification>) -> Step {
+    async fn statement(
+        &mut self,
+        packet: &[u8],
+        kind: ResponseKind,
+        class: Option<&Classification>,
+    ) -> Step {
         self.reg.info.queries.fetch_add(1, Ordering::Relaxed);
         Stats::incr(&self.ctx.stats.statements);
         if let Err(err) = self.acquire().await {
@@ -216,10 +244,15 @@ impl Session {
             client_write_timeout: self.ctx.config().client_write_timeout,
             rewrite_stmt_id,
         };
-        let Some(backend) = self.backend.as_mut() else { return Ok(None) };
+        let Some(backend) = self.backend.as_mut() else {
+            return Ok(None);
+        };
         // Mid-response until proven otherwise: if this future is dropped now, the backend closes.
         backend.health = Health::Broken;
-        self.reg.info.backend_thread.store(backend.thread_id, Ordering::Relaxed);
+        self.reg
+            .info
+            .backend_thread
+            .store(backend.thread_id, Ordering::Relaxed);
         self.reg.info.set_phase(ClientPhase::Active);
         let started = Instant::now();
         let written = self.client.bytes_written();
@@ -229,7 +262,10 @@ impl Session {
         };
         self.ctx.latency.backend_time.record(started.elapsed());
         self.ctx.pool.slots().record_service(started.elapsed());
-        self.ctx.stats.bytes_to_clients.fetch_add(self.client.bytes_written() - written, Ordering::Relaxed);
+        self.ctx
+            .stats
+            .bytes_to_clients
+            .fetch_add(self.client.bytes_written() - written, Ordering::Relaxed);
         self.reg.info.backend_thread.store(0, Ordering::Relaxed);
         match result {
             Ok(summary) => Ok(Some(summary)),
@@ -250,7 +286,11 @@ impl Session {
     /// The backend died mid-statement. Without an open transaction or pinned state the
     /// session goes on with a fresh backend next time; otherwise that state is gone, and the
     /// client is disconnected just as MySQL would have done.
-    async fn backend_lost(&mut self, error: conn::Error, next_seq: u8) -> Result<(), ClientCloseReason> {
+    async fn backend_lost(
+        &mut self,
+        error: conn::Error,
+        next_seq: u8,
+    ) -> Result<(), ClientCloseReason> {
         tracing::warn!(client = self.reg.info.id, backend = %self.target.addr, "backend lost mid-statement: {error}");
         self.backend = None;
         let lost_state = self.state.needs_backend();
@@ -265,7 +305,8 @@ impl Session {
                 "the statement may or may not have run, the next one gets a fresh backend"
             }
         );
-        self.reply_err(next_seq, &ErrPacket::new(2013, "HY000", msg.as_bytes())).await?;
+        self.reply_err(next_seq, &ErrPacket::new(2013, "HY000", msg.as_bytes()))
+            .await?;
         if lost_state {
             Err(ClientCloseReason::BackendLost)
         } else {
@@ -292,7 +333,12 @@ impl Session {
             self.reg.info.set_phase(ClientPhase::Waiting);
             self.wait_while_paused(deadline).await?;
             let left = deadline.saturating_duration_since(Instant::now());
-            let slot = self.ctx.pool.acquire_slot(left).await.map_err(|e| self.pool_error(&e))?;
+            let slot = self
+                .ctx
+                .pool
+                .acquire_slot(left)
+                .await
+                .map_err(|e| self.pool_error(&e))?;
             self.slot = Some(slot);
         }
         if self.backend.is_none() {
@@ -311,7 +357,9 @@ impl Session {
     /// the target fails fast with a retryable error instead of queueing for seconds. A
     /// session inside a transaction is never shed (it holds its slot anyway).
     fn admit(&self, config: &crate::config::Config) -> Result<(), ErrPacket> {
-        let Some(target) = config.max_queue_wait else { return Ok(()) };
+        let Some(target) = config.max_queue_wait else {
+            return Ok(());
+        };
         let expected = self.ctx.pool.slots().expected_wait();
         if expected <= target {
             return Ok(());
@@ -343,7 +391,9 @@ impl Session {
 
     /// Replays schema and session variables onto the backend if it differs (one round trip).
     async fn sync_backend(&mut self) -> Result<(), ErrPacket> {
-        let Some(b) = self.backend.as_mut() else { return Ok(()) };
+        let Some(b) = self.backend.as_mut() else {
+            return Ok(());
+        };
         if b.state == self.state.movable {
             return Ok(());
         }
@@ -362,7 +412,12 @@ impl Session {
             return Box::pin(self.sync_backend()).await;
         }
         let lost = |e: conn::Error| {
-            ErrPacket::new(2013, "HY000", format!("Lost connection to backend while restoring session state: {e}; retry").as_bytes())
+            ErrPacket::new(
+                2013,
+                "HY000",
+                format!("Lost connection to backend while restoring session state: {e}; retry")
+                    .as_bytes(),
+            )
         };
         if crate::pool::replay_score(&b.state, want) == 0 {
             if let Err(e) = b.reset().await {
@@ -397,15 +452,24 @@ impl Session {
     /// first. Without the privilege to do so, the backend's own id shows through.
     async fn present_connection_id(&mut self) {
         let id = self.reg.info.id;
-        let Some(b) = self.backend.as_mut() else { return };
+        let Some(b) = self.backend.as_mut() else {
+            return;
+        };
         if b.pseudo_id == id {
             return;
         }
         let sql = format!("SET @@SESSION.pseudo_thread_id = {id}");
-        match b.run_simple(&crate::conn::backend::query_payload(sql.as_bytes())).await {
+        match b
+            .run_simple(&crate::conn::backend::query_payload(sql.as_bytes()))
+            .await
+        {
             Ok(Ok(_)) => b.pseudo_id = id,
             Ok(Err(e)) => {
-                tracing::debug!(client = id, "cannot set pseudo_thread_id: {}", String::from_utf8_lossy(&e.message))
+                tracing::debug!(
+                    client = id,
+                    "cannot set pseudo_thread_id: {}",
+                    String::from_utf8_lossy(&e.message)
+                )
             }
             Err(_) => b.health = Health::Broken,
         }
@@ -452,12 +516,21 @@ impl Session {
         Stats::incr(&self.ctx.stats.client_errors);
         let mut out = BytesMut::new();
         err.encode(&mut out);
-        self.client.send_packet(seq, &out).await.map(|_| ()).map_err(|_| ClientCloseReason::Eof)
+        self.client
+            .send_packet(seq, &out)
+            .await
+            .map(|_| ())
+            .map_err(|_| ClientCloseReason::Eof)
     }
 
     async fn fatal(&mut self, code: u16, state: &str, msg: &str, seq: u8) -> ClientCloseReason {
         tracing::info!(client = self.reg.info.id, code, "closing client: {msg}");
-        send_err(&mut self.client, seq, &ErrPacket::new(code, state, msg.as_bytes())).await;
+        send_err(
+            &mut self.client,
+            seq,
+            &ErrPacket::new(code, state, msg.as_bytes()),
+        )
+        .await;
         ClientCloseReason::ProtocolError
     }
 
@@ -471,12 +544,19 @@ impl Session {
                 self.fatal(1153, "08S01", &msg, 1).await
             }
             conn::Error::Protocol(P::SequenceMismatch { expected, got }) => {
-                let msg = format!("Got packets out of order (expected sequence id {expected}, got {got})");
+                let msg = format!(
+                    "Got packets out of order (expected sequence id {expected}, got {got})"
+                );
                 self.fatal(1156, "08S01", &msg, got.wrapping_add(1)).await
             }
             conn::Error::Timeout(_) => {
-                self.fatal(1159, "08S01", "Got timeout reading communication packets: the client stalled mid-packet", 1)
-                    .await
+                self.fatal(
+                    1159,
+                    "08S01",
+                    "Got timeout reading communication packets: the client stalled mid-packet",
+                    1,
+                )
+                .await
             }
             conn::Error::Truncated | conn::Error::Closed => ClientCloseReason::Eof,
             _ => ClientCloseReason::IoError,
@@ -484,7 +564,12 @@ impl Session {
     }
 
     async fn goodbye(&mut self, code: u16, state: &str, msg: &str) -> ClientCloseReason {
-        send_err(&mut self.client, 0, &ErrPacket::new(code, state, msg.as_bytes())).await;
+        send_err(
+            &mut self.client,
+            0,
+            &ErrPacket::new(code, state, msg.as_bytes()),
+        )
+        .await;
         self.client.shutdown().await;
         if code == 1927 {
             ClientCloseReason::Killed

@@ -79,7 +79,9 @@ pub fn bound_types(payload: &[u8], params: u16) -> Option<Vec<u8>> {
         return None;
     }
     let start = l.flag_at + 1;
-    payload.get(start..start + 2 * params as usize).map(<[u8]>::to_vec)
+    payload
+        .get(start..start + 2 * params as usize)
+        .map(<[u8]>::to_vec)
 }
 
 /// The execute packet for a backend: its statement id, and the client's types spliced in
@@ -96,7 +98,11 @@ pub fn execute_for_backend(
     if let Some(l) = exec_layout(payload, stmt.params) {
         if l.bound {
             holds = bound_types(payload, stmt.params);
-        } else if let Some(types) = stmt.types.as_ref().filter(|t| Some(t.as_slice()) != backend_types) {
+        } else if let Some(types) = stmt
+            .types
+            .as_ref()
+            .filter(|t| Some(t.as_slice()) != backend_types)
+        {
             body.truncate(l.flag_at);
             body.push(1);
             body.extend_from_slice(types);
@@ -125,13 +131,22 @@ mod tests {
     use crate::conn::stmts::stmt_key;
 
     fn stmt(params: u16, types: Option<Vec<u8>>) -> ClientStmt {
-        ClientStmt { key: stmt_key(None, b"SELECT ?"), sql: Arc::from(&b"SELECT ?"[..]), params, types }
+        ClientStmt {
+            key: stmt_key(None, b"SELECT ?"),
+            sql: Arc::from(&b"SELECT ?"[..]),
+            params,
+            types,
+        }
     }
 
     /// EXECUTE stmt 5, one BIGINT (0x08) param = 41, with types.
-    const BOUND: &[u8] = &[0x17, 5, 0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0x01, 0x08, 0x00, 41, 0, 0, 0, 0, 0, 0, 0];
+    const BOUND: &[u8] = &[
+        0x17, 5, 0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0x01, 0x08, 0x00, 41, 0, 0, 0, 0, 0, 0, 0,
+    ];
     /// The same without types (new-params-bound = 0).
-    const UNBOUND: &[u8] = &[0x17, 5, 0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0x00, 41, 0, 0, 0, 0, 0, 0, 0];
+    const UNBOUND: &[u8] = &[
+        0x17, 5, 0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0x00, 41, 0, 0, 0, 0, 0, 0, 0,
+    ];
 
     #[test]
     fn reads_bound_types() {
@@ -144,11 +159,17 @@ mod tests {
     fn splices_types_for_a_backend_that_lacks_them() {
         let s = stmt(1, Some(vec![0x08, 0x00]));
         let (packet, holds) = execute_for_backend(UNBOUND, 9, &s, None);
-        assert_eq!(&packet[4..], &[&[0x17, 9, 0, 0, 0][..], &BOUND[5..]].concat()[..]);
+        assert_eq!(
+            &packet[4..],
+            &[&[0x17, 9, 0, 0, 0][..], &BOUND[5..]].concat()[..]
+        );
         assert_eq!(holds, Some(vec![0x08, 0x00]));
         // A backend that already holds the same types gets the packet as sent.
         let (packet, _) = execute_for_backend(UNBOUND, 9, &s, Some(&[0x08, 0x00]));
-        assert_eq!(&packet[4..], &[&[0x17, 9, 0, 0, 0][..], &UNBOUND[5..]].concat()[..]);
+        assert_eq!(
+            &packet[4..],
+            &[&[0x17, 9, 0, 0, 0][..], &UNBOUND[5..]].concat()[..]
+        );
     }
 
     #[test]
@@ -182,7 +203,10 @@ mod handlers {
                 return Ok(Flow::Continue);
             }
             let client_id = self.stmts.next_id();
-            let Some(summary) = self.relay_on_backend(packet, ResponseKind::Prepare, Some(client_id)).await? else {
+            let Some(summary) = self
+                .relay_on_backend(packet, ResponseKind::Prepare, Some(client_id))
+                .await?
+            else {
                 self.release_if_possible();
                 return Ok(Flow::Continue);
             };
@@ -192,7 +216,15 @@ mod handlers {
                 for old in b.stmts.insert(key.clone(), ok.stmt_id, cap) {
                     b.queue_stmt_close(old);
                 }
-                self.stmts.insert(client_id, ClientStmt { key, sql: Arc::from(sql), params: ok.params, types: None });
+                self.stmts.insert(
+                    client_id,
+                    ClientStmt {
+                        key,
+                        sql: Arc::from(sql),
+                        params: ok.params,
+                        types: None,
+                    },
+                );
             }
             self.after_statement(&summary, None);
             self.release_if_possible();
@@ -201,19 +233,31 @@ mod handlers {
 
         /// EXECUTE, FETCH, SEND_LONG_DATA and RESET: find or create the statement on the
         /// backend that runs it, re-address the packet, relay.
-        pub(in crate::session) async fn stmt_command(&mut self, payload: &[u8], client_id: u32, kind: ResponseKind, what: &str) -> Step {
+        pub(in crate::session) async fn stmt_command(
+            &mut self,
+            payload: &[u8],
+            client_id: u32,
+            kind: ResponseKind,
+            what: &str,
+        ) -> Step {
             let is_execute = kind == ResponseKind::Execute;
             let Some(mut stmt) = self.stmts.get(client_id).cloned() else {
                 if kind == ResponseKind::None {
                     return Ok(Flow::Continue); // SEND_LONG_DATA has no response, even for errors
                 }
-                let msg = format!("Unknown prepared statement handler ({client_id}) given to {what}");
-                self.reply_err(1, &ErrPacket::new(1243, "HY000", msg.as_bytes())).await?;
+                let msg =
+                    format!("Unknown prepared statement handler ({client_id}) given to {what}");
+                self.reply_err(1, &ErrPacket::new(1243, "HY000", msg.as_bytes()))
+                    .await?;
                 return Ok(Flow::Continue);
             };
             if what == "mysqld_stmt_reset" && self.backend.is_none() {
                 // Nothing pending anywhere: long data and cursors pin the session.
-                return self.send_ok(1).await.map(|_| Flow::Continue).map_err(|_| ClientCloseReason::Eof);
+                return self
+                    .send_ok(1)
+                    .await
+                    .map(|_| Flow::Continue)
+                    .map_err(|_| ClientCloseReason::Eof);
             }
             if is_execute {
                 if let Some(types) = super::bound_types(payload, stmt.params) {
@@ -223,7 +267,10 @@ mod handlers {
                     }
                 }
             }
-            self.reg.info.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.reg
+                .info
+                .queries
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Stats::incr(&self.ctx.stats.statements);
             if let Err(err) = self.acquire().await {
                 self.release_if_possible();
@@ -245,7 +292,8 @@ mod handlers {
             let packet = match (is_execute, self.backend.as_mut()) {
                 (true, Some(b)) => {
                     let held = b.stmts.get(&stmt.key).and_then(|s| s.types.clone());
-                    let (packet, holds) = execute_for_backend(payload, backend_id, &stmt, held.as_deref());
+                    let (packet, holds) =
+                        execute_for_backend(payload, backend_id, &stmt, held.as_deref());
                     if let Some(s) = b.stmts.get(&stmt.key) {
                         s.types = holds;
                     }
@@ -288,7 +336,12 @@ mod handlers {
                 Err(e) => {
                     b.health = crate::conn::backend::Health::Broken;
                     self.backend = None;
-                    Err(ErrPacket::new(2013, "HY000", format!("Lost connection to backend while preparing: {e}; retry").as_bytes()))
+                    Err(ErrPacket::new(
+                        2013,
+                        "HY000",
+                        format!("Lost connection to backend while preparing: {e}; retry")
+                            .as_bytes(),
+                    ))
                 }
             }
         }

@@ -99,7 +99,10 @@ impl Drop for Registration {
 
 impl Registry {
     pub fn new() -> Arc<Registry> {
-        Arc::new(Registry { clients: Mutex::new(HashMap::new()), next_id: AtomicU32::new(1) })
+        Arc::new(Registry {
+            clients: Mutex::new(HashMap::new()),
+            next_id: AtomicU32::new(1),
+        })
     }
 
     /// Registers a new client unless `max` are connected already.
@@ -124,7 +127,10 @@ impl Registry {
             kill: CancellationToken::new(),
         });
         clients.insert(id, info.clone());
-        Some(Registration { info, registry: self.clone() })
+        Some(Registration {
+            info,
+            registry: self.clone(),
+        })
     }
 
     pub fn get(&self, id: u32) -> Option<Arc<ClientInfo>> {
@@ -140,7 +146,11 @@ impl Registry {
     }
 
     pub fn all(&self) -> Vec<Arc<ClientInfo>> {
-        let mut v: Vec<_> = self.clients.lock().map(|c| c.values().cloned().collect()).unwrap_or_default();
+        let mut v: Vec<_> = self
+            .clients
+            .lock()
+            .map(|c| c.values().cloned().collect())
+            .unwrap_or_default();
         v.sort_by_key(|c| c.id);
         v
     }

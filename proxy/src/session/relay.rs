@@ -8,7 +8,9 @@ use bytes::BytesMut;
 
 use crate::conn::stream::FLUSH_THRESHOLD;
 use crate::conn::{BackendConn, Error, PacketStream};
-use crate::protocol::{ok::strip_session_track, Feed, ResponseKind, ResponseSummary, ResponseTracker};
+use crate::protocol::{
+    ok::strip_session_track, Feed, ResponseKind, ResponseSummary, ResponseTracker,
+};
 
 /// Which side failed; they call for different recovery.
 #[derive(Debug)]
@@ -36,7 +38,11 @@ pub async fn relay(
 ) -> Result<ResponseSummary, RelayError> {
     let backend_err = |error, next_seq| RelayError::Backend { error, next_seq };
     backend.stream.queue_raw(command);
-    backend.stream.flush(None).await.map_err(|e| backend_err(e, 1))?;
+    backend
+        .stream
+        .flush(None)
+        .await
+        .map_err(|e| backend_err(e, 1))?;
     let mut tracker = ResponseTracker::new(kind, backend.caps);
     if kind == ResponseKind::None {
         return Ok(tracker.into_summary());
@@ -48,7 +54,10 @@ pub async fn relay(
             Ok(Some(span)) => span,
             Ok(None) => {
                 // Nothing complete is buffered: let the client have what we have, then wait.
-                client.flush(Some(opts.client_write_timeout)).await.map_err(RelayError::Client)?;
+                client
+                    .flush(Some(opts.client_write_timeout))
+                    .await
+                    .map_err(RelayError::Client)?;
                 match backend.stream.fill().await {
                     Ok(true) => continue,
                     Ok(false) => return Err(backend_err(Error::Closed, next_seq)),
@@ -59,8 +68,13 @@ pub async fn relay(
         };
         let feed = {
             let payload = backend.stream.payload(&span);
-            let feed = tracker.feed(&payload).map_err(|e| backend_err(e.into(), next_seq))?;
-            if let Some(id) = opts.rewrite_stmt_id.filter(|_| kind == ResponseKind::Prepare && next_seq == 1) {
+            let feed = tracker
+                .feed(&payload)
+                .map_err(|e| backend_err(e.into(), next_seq))?;
+            if let Some(id) = opts
+                .rewrite_stmt_id
+                .filter(|_| kind == ResponseKind::Prepare && next_seq == 1)
+            {
                 // PREPARE_OK: 0x00, then the 4-byte statement id (always a single-chunk packet).
                 let mut raw = backend.stream.raw(&span).to_vec();
                 if raw.len() >= 9 && raw[4] == 0x00 {
@@ -69,7 +83,8 @@ pub async fn relay(
                 client.queue_raw(&raw);
             } else if opts.strip_session_track && matches!(feed, Feed::ContinueOk | Feed::DoneOk) {
                 scratch.clear();
-                strip_session_track(&payload, &mut scratch).map_err(|e| backend_err(e.into(), next_seq))?;
+                strip_session_track(&payload, &mut scratch)
+                    .map_err(|e| backend_err(e.into(), next_seq))?;
                 client.queue_packet(span.first_seq, &scratch);
             } else {
                 client.queue_raw(backend.stream.raw(&span));
@@ -80,16 +95,25 @@ pub async fn relay(
         backend.stream.consume(&span);
         match feed {
             Feed::Done | Feed::DoneOk => {
-                client.flush(Some(opts.client_write_timeout)).await.map_err(RelayError::Client)?;
+                client
+                    .flush(Some(opts.client_write_timeout))
+                    .await
+                    .map_err(RelayError::Client)?;
                 return Ok(tracker.into_summary());
             }
             Feed::LocalInfile => {
-                client.flush(Some(opts.client_write_timeout)).await.map_err(RelayError::Client)?;
+                client
+                    .flush(Some(opts.client_write_timeout))
+                    .await
+                    .map_err(RelayError::Client)?;
                 forward_infile(client, backend).await?;
             }
             Feed::Continue | Feed::ContinueOk => {
                 if client.queued() >= FLUSH_THRESHOLD {
-                    client.flush(Some(opts.client_write_timeout)).await.map_err(RelayError::Client)?;
+                    client
+                        .flush(Some(opts.client_write_timeout))
+                        .await
+                        .map_err(RelayError::Client)?;
                 }
             }
         }
@@ -97,7 +121,10 @@ pub async fn relay(
 }
 
 /// LOAD DATA LOCAL INFILE: the client streams the file as packets ending with an empty one.
-async fn forward_infile(client: &mut PacketStream, backend: &mut BackendConn) -> Result<(), RelayError> {
+async fn forward_infile(
+    client: &mut PacketStream,
+    backend: &mut BackendConn,
+) -> Result<(), RelayError> {
     loop {
         let span = client
             .next_packet()
@@ -112,7 +139,10 @@ async fn forward_infile(client: &mut PacketStream, backend: &mut BackendConn) ->
                 .stream
                 .flush(None)
                 .await
-                .map_err(|error| RelayError::Backend { error, next_seq: span.last_seq.wrapping_add(1) })?;
+                .map_err(|error| RelayError::Backend {
+                    error,
+                    next_seq: span.last_seq.wrapping_add(1),
+                })?;
         }
         if last {
             return Ok(());

@@ -95,7 +95,10 @@ mod tests {
     fn state(schema: Option<&str>, vars: &[(&str, &str)]) -> MovableState {
         MovableState {
             schema: schema.map(|s| s.as_bytes().to_vec()),
-            vars: vars.iter().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect(),
+            vars: vars
+                .iter()
+                .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                .collect(),
         }
     }
 
@@ -108,7 +111,14 @@ mod tests {
     #[test]
     fn differing_vars_and_schema_become_one_set_and_one_init_db() {
         let have = state(Some("a"), &[("sql_mode", ""), ("wait_timeout", "10")]);
-        let want = state(Some("b"), &[("sql_mode", "ANSI_QUOTES"), ("time_zone", "+00:00"), ("sql_select_limit", "5")]);
+        let want = state(
+            Some("b"),
+            &[
+                ("sql_mode", "ANSI_QUOTES"),
+                ("time_zone", "+00:00"),
+                ("sql_select_limit", "5"),
+            ],
+        );
         let cmds = replay_commands(&have, &want);
         assert_eq!(cmds.len(), 2);
         assert_eq!(
@@ -121,7 +131,15 @@ mod tests {
 
     #[test]
     fn quotes_are_escaped_and_null_charset_stays_null() {
-        let want = state(None, &[("a", "it's"), ("character_set_results", "NULL"), ("n", "-1.5"), ("sql_mode", "")]);
+        let want = state(
+            None,
+            &[
+                ("a", "it's"),
+                ("character_set_results", "NULL"),
+                ("n", "-1.5"),
+                ("sql_mode", ""),
+            ],
+        );
         let cmds = replay_commands(&MovableState::default(), &want);
         assert_eq!(
             String::from_utf8_lossy(&cmds[0][1..]),

@@ -22,7 +22,10 @@ pub struct SessionState {
 impl SessionState {
     pub fn new(schema: Option<Vec<u8>>) -> Self {
         SessionState {
-            movable: MovableState { schema, ..Default::default() },
+            movable: MovableState {
+                schema,
+                ..Default::default()
+            },
             status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
             pins: 0,
             named_locks: 0,
@@ -59,7 +62,10 @@ impl SessionState {
 
     /// The first reason (in declaration order) the session is pinned for, for display.
     pub fn pin_reason(&self) -> Option<PinReason> {
-        PinReason::ALL.iter().copied().find(|r| self.pins & (1 << *r as u32) != 0)
+        PinReason::ALL
+            .iter()
+            .copied()
+            .find(|r| self.pins & (1 << *r as u32) != 0)
     }
 
     /// After COM_RESET_CONNECTION / COM_CHANGE_USER: back to a fresh session.
@@ -74,8 +80,9 @@ impl SessionState {
     /// The backend died: the transaction, locks and pinned state died with it. Schema and
     /// variables stay; they are replayed on the next backend.
     pub fn reset_transaction(&mut self) {
-        self.status
-            .remove(StatusFlags::SERVER_STATUS_IN_TRANS | StatusFlags::SERVER_STATUS_IN_TRANS_READONLY);
+        self.status.remove(
+            StatusFlags::SERVER_STATUS_IN_TRANS | StatusFlags::SERVER_STATUS_IN_TRANS_READONLY,
+        );
         self.pins = 0;
         self.named_locks = 0;
         self.table_locks = false;

@@ -32,14 +32,14 @@ fn hostile_config(pool_size: u32) -> Config {
 }
 
 /// A hand-driven MySQL client: bytes exactly as the test writes them.
-struct Raw {
+pub(crate) struct Raw {
     socket: TcpStream,
     buf: Vec<u8>,
 }
 
 /// What a read ended with.
 #[derive(Debug)]
-enum Read {
+pub(crate) enum Read {
     Packet(u8, Vec<u8>),
     /// EOF or connection reset: sluice dropped us.
     Closed,
@@ -51,13 +51,19 @@ impl Raw {
         // after kilobytes, not after the tens of megabytes loopback autotuning allows.
         let socket = tokio::net::TcpSocket::new_v4().expect("socket");
         socket.set_recv_buffer_size(32 << 10).expect("SO_RCVBUF");
-        let socket = socket.connect(proxy.local_addr()).await.expect("tcp connect to sluice");
-        Raw { socket, buf: Vec::new() }
+        let socket = socket
+            .connect(proxy.local_addr())
+            .await
+            .expect("tcp connect to sluice");
+        Raw {
+            socket,
+            buf: Vec::new(),
+        }
     }
 
     /// Connects and logs in as `app`/`secret` with mysql_native_password, without
     /// CLIENT_DEPRECATE_EOF (so result sets end with EOF packets).
-    async fn login(proxy: &ProxyHandle) -> Raw {
+    pub(crate) async fn login(proxy: &ProxyHandle) -> Raw {
         let mut raw = Raw::connect(proxy).await;
         let hs = raw.greeting().await;
         let caps = Capabilities::CLIENT_PROTOCOL_41
@@ -105,7 +111,9 @@ impl Raw {
 
     /// The next packet (single-chunk), or `Closed`.
     async fn read(&mut self) -> Read {
-        self.read_within(READ_TIMEOUT).await.unwrap_or_else(|| panic!("sluice said nothing for {READ_TIMEOUT:?}"))
+        self.read_within(READ_TIMEOUT)
+            .await
+            .unwrap_or_else(|| panic!("sluice said nothing for {READ_TIMEOUT:?}"))
     }
 
     async fn read_within(&mut self, within: Duration) -> Option<Read> {
@@ -130,20 +138,25 @@ impl Raw {
     }
 
     /// The next packet must be an ERR; returns it with its sequence id.
-    async fn expect_err(&mut self) -> (u8, ErrPacket) {
+    pub(crate) async fn expect_err(&mut self) -> (u8, ErrPacket) {
         match self.read().await {
-            Read::Packet(seq, p) if p.first() == Some(&0xFF) => {
-                (seq, ErrPacket::decode(&p, Capabilities::CLIENT_PROTOCOL_41).expect("a valid ERR packet"))
-            }
+            Read::Packet(seq, p) if p.first() == Some(&0xFF) => (
+                seq,
+                ErrPacket::decode(&p, Capabilities::CLIENT_PROTOCOL_41)
+                    .expect("a valid ERR packet"),
+            ),
             other => panic!("expected an ERR packet, got {other:?}"),
         }
     }
 
     /// Sluice must close the connection within `within` (after any packets it still sends).
-    async fn expect_closed_within(&mut self, within: Duration) {
+    pub(crate) async fn expect_closed_within(&mut self, within: Duration) {
         let start = Instant::now();
         loop {
-            match self.read_within(within.saturating_sub(start.elapsed())).await {
+            match self
+                .read_within(within.saturating_sub(start.elapsed()))
+                .await
+            {
                 Some(Read::Closed) => return,
                 Some(Read::Packet(..)) => continue,
                 None => panic!("sluice kept the connection open for {within:?}"),
@@ -176,7 +189,9 @@ impl Raw {
             }
             value = match row.first() {
                 Some(0xFB) => None,
-                Some(&len) if len < 0xFB => Some(String::from_utf8_lossy(&row[1..1 + len as usize]).into_owned()),
+                Some(&len) if len < 0xFB => {
+                    Some(String::from_utf8_lossy(&row[1..1 + len as usize]).into_owned())
+                }
                 _ => panic!("{sql}: unexpected row {row:?}"),
             };
         }
@@ -215,7 +230,9 @@ impl Checkers {
                 while i < 3 || !stop.load(Ordering::Relaxed) {
                     i += 1;
                     let (n, s): (u64, String) = conn
-                        .query_first(format!("SELECT {c} * 1000000 + {i}, CONCAT('c{c}-', {i}, REPEAT('.', {i} % 40))"))
+                        .query_first(format!(
+                            "SELECT {c} * 1000000 + {i}, CONCAT('c{c}-', {i}, REPEAT('.', {i} % 40))"
+                        ))
                         .await
                         .unwrap_or_else(|e| panic!("checker {c} query {i} failed: {e}"))
                         .expect("one row");
@@ -249,13 +266,22 @@ async fn assert_healthy(proxy: &ProxyHandle) {
         ctx.registry.len()
     );
     assert!(
-        eventually(Duration::from_secs(3), || ctx.pool.snapshot().slots_in_use == 0).await,
+        eventually(Duration::from_secs(3), || ctx.pool.snapshot().slots_in_use
+            == 0)
+        .await,
         "execution slots still in use"
     );
     let mut c = connect(proxy, None).await;
-    assert_eq!(c.query_first::<u32, _>("SELECT 41 + 1").await.unwrap(), Some(42));
+    assert_eq!(
+        c.query_first::<u32, _>("SELECT 41 + 1").await.unwrap(),
+        Some(42)
+    );
     c.disconnect().await.unwrap();
-    assert_eq!(worker_panics(), 0, "a tokio worker panicked (see the output above)");
+    assert_eq!(
+        worker_panics(),
+        0,
+        "a tokio worker panicked (see the output above)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,21 +291,27 @@ async fn garbage_instead_of_the_handshake_response_gets_1043() {
     // A framed packet with nonsense inside (not even PROTOCOL_41).
     let mut raw = Raw::connect(&proxy).await;
     raw.greeting().await;
-    raw.send(1, b"\xde\xad\xbe\xef garbage, not a handshake response").await;
+    raw.send(1, b"\xde\xad\xbe\xef garbage, not a handshake response")
+        .await;
     let (seq, err) = raw.expect_err().await;
     assert_eq!((seq, err.code), (2, 1043), "{err:?}");
     raw.expect_closed_within(Duration::from_secs(2)).await;
     // A handshake response cut short inside the user name.
     let mut raw = Raw::connect(&proxy).await;
     raw.greeting().await;
-    raw.send(1, &[0x8d, 0xa6, 0x0f, 0x00, 0, 0, 0, 1, 45, 0, 0, 0, b'a', b'p']).await;
+    raw.send(
+        1,
+        &[0x8d, 0xa6, 0x0f, 0x00, 0, 0, 0, 1, 45, 0, 0, 0, b'a', b'p'],
+    )
+    .await;
     let (_, err) = raw.expect_err().await;
     assert_eq!(err.code, 1043, "{err:?}");
     raw.expect_closed_within(Duration::from_secs(2)).await;
     // Not MySQL at all: an HTTP request (its first bytes read as a 5.5 MB packet).
     let mut raw = Raw::connect(&proxy).await;
     raw.greeting().await;
-    raw.send_bytes(b"GET / HTTP/1.1\r\nHost: sluice\r\n\r\n").await;
+    raw.send_bytes(b"GET / HTTP/1.1\r\nHost: sluice\r\n\r\n")
+        .await;
     let (_, err) = raw.expect_err().await;
     assert!(matches!(err.code, 1043 | 1153), "{err:?}");
     raw.expect_closed_within(Duration::from_secs(2)).await;
@@ -301,7 +333,9 @@ async fn garbage_before_reading_the_greeting_is_rejected() {
     raw.expect_closed_within(Duration::from_secs(2)).await;
     // Random bytes, sent at once, then the client goes away.
     let mut raw = Raw::connect(&proxy).await;
-    let noise: Vec<u8> = (0..300u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let noise: Vec<u8> = (0..300u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     raw.send_bytes(&noise).await;
     raw.greeting().await;
     drop(raw);
@@ -309,10 +343,17 @@ async fn garbage_before_reading_the_greeting_is_rejected() {
     let mut raw = Raw::connect(&proxy).await;
     raw.send_bytes(&noise[..7]).await;
     raw.greeting().await;
-    raw.expect_closed_within(LOGIN_TIMEOUT + Duration::from_secs(2)).await;
+    raw.expect_closed_within(LOGIN_TIMEOUT + Duration::from_secs(2))
+        .await;
     checkers.finish().await;
     assert_healthy(&proxy).await;
-    assert!(proxy.context().stats.client_closes_by(ClientCloseReason::HandshakeFailed) >= 1);
+    assert!(
+        proxy
+            .context()
+            .stats
+            .client_closes_by(ClientCloseReason::HandshakeFailed)
+            >= 1
+    );
     proxy.shutdown().await;
 }
 
@@ -321,7 +362,10 @@ async fn a_command_with_a_wrong_sequence_id_gets_1156_and_a_disconnect() {
     let proxy = start(hostile_config(4)).await;
     let checkers = Checkers::start(&proxy, 20).await;
     let mut raw = Raw::login(&proxy).await;
-    assert_eq!(raw.scalar("SELECT 'in sync'").await, Ok(Some("in sync".into())));
+    assert_eq!(
+        raw.scalar("SELECT 'in sync'").await,
+        Ok(Some("in sync".into()))
+    );
     raw.send(5, b"\x03SELECT 1").await;
     let (_, err) = raw.expect_err().await;
     assert_eq!(err.code, 1156, "{err:?}");
@@ -329,7 +373,13 @@ async fn a_command_with_a_wrong_sequence_id_gets_1156_and_a_disconnect() {
     raw.expect_closed_within(Duration::from_secs(2)).await;
     checkers.finish().await;
     assert_healthy(&proxy).await;
-    assert!(proxy.context().stats.client_closes_by(ClientCloseReason::ProtocolError) >= 1);
+    assert!(
+        proxy
+            .context()
+            .stats
+            .client_closes_by(ClientCloseReason::ProtocolError)
+            >= 1
+    );
     proxy.shutdown().await;
 }
 
@@ -358,7 +408,8 @@ async fn a_packet_over_max_allowed_packet_gets_1153() {
     // Only the header: sluice must refuse from the length alone, without buffering it.
     let mut raw = Raw::login(&proxy).await;
     let len = MAX_PACKET as usize + 1;
-    raw.send_bytes(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, 0, 0x03]).await;
+    raw.send_bytes(&[len as u8, (len >> 8) as u8, (len >> 16) as u8, 0, 0x03])
+        .await;
     let (_, err) = raw.expect_err().await;
     assert_eq!(err.code, 1153, "{err:?}");
     raw.expect_closed_within(Duration::from_secs(2)).await;
@@ -372,7 +423,10 @@ async fn a_packet_over_max_allowed_packet_gets_1153() {
     // A query just under the limit still works.
     let mut raw = Raw::login(&proxy).await;
     let fits = "y".repeat(MAX_PACKET as usize - 64);
-    assert_eq!(raw.scalar(&format!("SELECT LENGTH('{fits}')")).await, Ok(Some(fits.len().to_string())));
+    assert_eq!(
+        raw.scalar(&format!("SELECT LENGTH('{fits}')")).await,
+        Ok(Some(fits.len().to_string()))
+    );
     drop(raw);
     checkers.finish().await;
     assert_healthy(&proxy).await;
@@ -385,15 +439,35 @@ async fn unknown_and_unsupported_commands_get_1047_and_the_session_continues() {
     let checkers = Checkers::start(&proxy, 20).await;
     let mut raw = Raw::login(&proxy).await;
     // 0x42: no such command. 0x12: COM_BINLOG_DUMP (position, flags, server id, file name).
-    let binlog_dump = [&[0x12u8, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0][..], b"mysql-bin.000001"].concat();
-    for payload in [&[0x42u8, 1, 2, 3][..], &binlog_dump, &[0x42][..], &[0x0f][..]] {
+    let binlog_dump = [
+        &[0x12u8, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0][..],
+        b"mysql-bin.000001",
+    ]
+    .concat();
+    for payload in [
+        &[0x42u8, 1, 2, 3][..],
+        &binlog_dump,
+        &[0x42][..],
+        &[0x0f][..],
+    ] {
         raw.send(0, payload).await;
         let (seq, err) = raw.expect_err().await;
-        assert_eq!((seq, err.code), (1, 1047), "command 0x{:02x}: {err:?}", payload[0]);
-        assert_eq!(raw.scalar("SELECT CONCAT('still', ' here')").await, Ok(Some("still here".into())));
+        assert_eq!(
+            (seq, err.code),
+            (1, 1047),
+            "command 0x{:02x}: {err:?}",
+            payload[0]
+        );
+        assert_eq!(
+            raw.scalar("SELECT CONCAT('still', ' here')").await,
+            Ok(Some("still here".into()))
+        );
     }
     // Some state, then more refused commands: the session keeps it.
-    assert_eq!(raw.scalar("SELECT @kept := 'kept'").await, Ok(Some("kept".into())));
+    assert_eq!(
+        raw.scalar("SELECT @kept := 'kept'").await,
+        Ok(Some("kept".into()))
+    );
     raw.send(0, &[0x42]).await;
     assert_eq!(raw.expect_err().await.1.code, 1047);
     assert_eq!(raw.scalar("SELECT @kept").await, Ok(Some("kept".into())));
@@ -416,18 +490,28 @@ async fn a_client_stalling_mid_packet_is_dropped_after_client_login_timeout() {
     let (_, err) = raw.expect_err().await;
     let waited = start.elapsed();
     assert_eq!(err.code, 1159, "{err:?}");
-    assert!(waited >= LOGIN_TIMEOUT - Duration::from_millis(100), "dropped too early: {waited:?}");
+    assert!(
+        waited >= LOGIN_TIMEOUT - Duration::from_millis(100),
+        "dropped too early: {waited:?}"
+    );
     raw.expect_closed_within(Duration::from_secs(2)).await;
     // Mid-handshake response.
     let mut raw = Raw::connect(&proxy).await;
     raw.greeting().await;
     raw.send_bytes(&[60, 0, 0, 1, 0x8d, 0xa6]).await;
     let start = Instant::now();
-    raw.expect_closed_within(LOGIN_TIMEOUT + Duration::from_secs(2)).await;
+    raw.expect_closed_within(LOGIN_TIMEOUT + Duration::from_secs(2))
+        .await;
     assert!(start.elapsed() >= LOGIN_TIMEOUT - Duration::from_millis(100));
     checkers.finish().await;
     assert_healthy(&proxy).await;
-    assert!(proxy.context().stats.client_closes_by(ClientCloseReason::LoginTimeout) >= 1);
+    assert!(
+        proxy
+            .context()
+            .stats
+            .client_closes_by(ClientCloseReason::LoginTimeout)
+            >= 1
+    );
     proxy.shutdown().await;
 }
 
@@ -455,14 +539,17 @@ async fn a_client_vanishing_mid_result_never_leaves_a_dirty_backend() {
     }
     // Each half-relayed backend is closed, not returned to the pool.
     assert!(
-        eventually(Duration::from_secs(5), || stats.backend_closes_by(BackendCloseReason::Broken) >= broken_before + 3)
-            .await,
+        eventually(Duration::from_secs(5), || stats
+            .backend_closes_by(BackendCloseReason::Broken)
+            >= broken_before + 3)
+        .await,
         "backends closed as broken: {}",
         stats.backend_closes_by(BackendCloseReason::Broken) - broken_before
     );
     // The server is not still sending those results to anyone.
     let mut d = direct(None).await;
-    let q = "SELECT COUNT(*) FROM information_schema.processlist WHERE info LIKE '%seq_1_to_20000%' \
+    let q =
+        "SELECT COUNT(*) FROM information_schema.processlist WHERE info LIKE '%seq_1_to_20000%' \
              AND info NOT LIKE '%processlist%'";
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut busy = true;
@@ -478,7 +565,10 @@ async fn a_client_vanishing_mid_result_never_leaves_a_dirty_backend() {
     let mut c = connect(&proxy, None).await;
     let rows: Vec<(u32, String)> = c.query(BIG_RESULT).await.unwrap();
     assert_eq!(rows.len(), 20000);
-    assert!(rows.iter().enumerate().all(|(i, (n, s))| *n as usize == i + 1 && s.len() == 1000));
+    assert!(rows
+        .iter()
+        .enumerate()
+        .all(|(i, (n, s))| *n as usize == i + 1 && s.len() == 1000));
     c.disconnect().await.unwrap();
     checkers.finish().await;
     assert_healthy(&proxy).await;
@@ -498,10 +588,18 @@ async fn a_client_that_stops_reading_is_dropped_after_client_write_timeout() {
     raw.send(0, &payload).await;
     // Never read: the socket buffers fill up and sluice's write stalls.
     assert!(
-        eventually(Duration::from_secs(5), || stats.client_closes_by(ClientCloseReason::WriteTimeout) >= 1).await,
+        eventually(Duration::from_secs(5), || stats
+            .client_closes_by(ClientCloseReason::WriteTimeout)
+            >= 1)
+        .await,
         "the stalled reader was not dropped"
     );
-    assert!(eventually(Duration::from_secs(2), || stats.backend_closes_by(BackendCloseReason::Broken) >= 1).await);
+    assert!(
+        eventually(Duration::from_secs(2), || stats
+            .backend_closes_by(BackendCloseReason::Broken)
+            >= 1)
+        .await
+    );
     drop(raw);
     checkers.finish().await;
     assert_healthy(&proxy).await;

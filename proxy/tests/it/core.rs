@@ -13,8 +13,14 @@ use crate::harness::*;
 async fn many_clients_share_a_small_pool_and_get_correct_results() {
     fresh_db("t_many").await;
     let mut setup = direct(Some("t_many")).await;
-    setup.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))").await.unwrap();
-    setup.query_drop("INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_100").await.unwrap();
+    setup
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+        .await
+        .unwrap();
+    setup
+        .query_drop("INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_100")
+        .await
+        .unwrap();
     let proxy = start(config(4)).await;
     let mut tasks = Vec::new();
     for c in 0..64u32 {
@@ -23,9 +29,16 @@ async fn many_clients_share_a_small_pool_and_get_correct_results() {
             let mut conn = Conn::new(opts).await.unwrap();
             for i in 0..10u32 {
                 let id = (c * 10 + i) % 100 + 1;
-                let v: Option<String> = conn.exec_first("SELECT v FROM t WHERE id = ?", (id,)).await.unwrap();
+                let v: Option<String> = conn
+                    .exec_first("SELECT v FROM t WHERE id = ?", (id,))
+                    .await
+                    .unwrap();
                 assert_eq!(v.as_deref(), Some(format!("v{id}").as_str()));
-                let n: u64 = conn.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
+                let n: u64 = conn
+                    .query_first("SELECT COUNT(*) FROM t")
+                    .await
+                    .unwrap()
+                    .unwrap();
                 assert_eq!(n, 100);
             }
             conn.disconnect().await.unwrap();
@@ -35,7 +48,11 @@ async fn many_clients_share_a_small_pool_and_get_correct_results() {
         t.await.unwrap();
     }
     let snap = proxy.context().pool.snapshot();
-    assert!(snap.open <= 4 + 2, "backends stay near pool_size, got {}", snap.open);
+    assert!(
+        snap.open <= 4 + 2,
+        "backends stay near pool_size, got {}",
+        snap.open
+    );
     assert_eq!(snap.slots_in_use, 0);
     proxy.shutdown().await;
 }
@@ -43,12 +60,18 @@ async fn many_clients_share_a_small_pool_and_get_correct_results() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_password_gets_1045_and_unknown_database_gets_1049() {
     let proxy = start(config(2)).await;
-    let err = Conn::new(opts(&proxy, "app", "wrong", None)).await.unwrap_err();
+    let err = Conn::new(opts(&proxy, "app", "wrong", None))
+        .await
+        .unwrap_err();
     assert_eq!(code_of(&err), Some(1045), "{err}");
     assert_eq!(state_of(&err).as_deref(), Some("28000"));
-    let err = Conn::new(opts(&proxy, "nobody", "secret", None)).await.unwrap_err();
+    let err = Conn::new(opts(&proxy, "nobody", "secret", None))
+        .await
+        .unwrap_err();
     assert_eq!(code_of(&err), Some(1045), "{err}");
-    let err = Conn::new(opts(&proxy, "app", "secret", Some("no_such_db_here"))).await.unwrap_err();
+    let err = Conn::new(opts(&proxy, "app", "secret", Some("no_such_db_here")))
+        .await
+        .unwrap_err();
     assert_eq!(code_of(&err), Some(1049), "{err}");
     // The proxy still serves good clients.
     let mut c = connect(&proxy, None).await;
@@ -60,13 +83,18 @@ async fn wrong_password_gets_1045_and_unknown_database_gets_1049() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_keeps_its_backend_until_commit() {
     fresh_db("t_tx").await;
-    direct(Some("t_tx")).await.query_drop("CREATE TABLE t (id INT PRIMARY KEY)").await.unwrap();
+    direct(Some("t_tx"))
+        .await
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
     let proxy = start(config(2)).await;
     let mut a = connect(&proxy, Some("t_tx")).await;
     let mut b = connect(&proxy, Some("t_tx")).await;
     // The server thread running a statement (CONNECTION_ID() is sluice's id, so ask the
     // process list which thread is running this very query).
-    const WHO: &str = "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%which_backend_probe%'";
+    const WHO: &str =
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%which_backend_probe%'";
     a.query_drop("BEGIN").await.unwrap();
     let id1: u64 = a.query_first(WHO).await.unwrap().unwrap();
     a.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
@@ -75,10 +103,18 @@ async fn a_transaction_keeps_its_backend_until_commit() {
     let id2: u64 = a.query_first(WHO).await.unwrap().unwrap();
     assert_eq!(id1, id2, "statements of one transaction run on one backend");
     // Uncommitted data is invisible to the other client.
-    let n: u64 = b.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
+    let n: u64 = b
+        .query_first("SELECT COUNT(*) FROM t")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(n, 0);
     a.query_drop("ROLLBACK").await.unwrap();
-    let n: u64 = a.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
+    let n: u64 = a
+        .query_first("SELECT COUNT(*) FROM t")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(n, 0);
     a.disconnect().await.unwrap();
     b.disconnect().await.unwrap();
@@ -91,15 +127,27 @@ async fn session_variables_are_replayed_not_pinned() {
     let mut conns = Vec::new();
     for i in 0..8 {
         let mut c = connect(&proxy, None).await;
-        let mode = if i % 2 == 0 { "ANSI_QUOTES" } else { "NO_ZERO_DATE" };
-        c.query_drop(format!("SET SESSION sql_mode = '{mode}'")).await.unwrap();
-        c.query_drop(format!("SET time_zone = '+0{}:00'", i)).await.unwrap();
+        let mode = if i % 2 == 0 {
+            "ANSI_QUOTES"
+        } else {
+            "NO_ZERO_DATE"
+        };
+        c.query_drop(format!("SET SESSION sql_mode = '{mode}'"))
+            .await
+            .unwrap();
+        c.query_drop(format!("SET time_zone = '+0{}:00'", i))
+            .await
+            .unwrap();
         c.query_drop("SET NAMES utf8mb4").await.unwrap();
         conns.push((c, mode, format!("+0{i}:00")));
     }
     for _round in 0..5 {
         for (c, mode, tz) in conns.iter_mut() {
-            let (m, z): (String, String) = c.query_first("SELECT @@sql_mode, @@time_zone").await.unwrap().unwrap();
+            let (m, z): (String, String) = c
+                .query_first("SELECT @@sql_mode, @@time_zone")
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(&m, mode);
             assert_eq!(&z, tz);
         }
@@ -146,7 +194,9 @@ async fn session_state_does_not_leak_to_the_next_client() {
     let mut a = connect(&proxy, Some("t_leak")).await;
     let default_mode: String = a.query_first("SELECT @@sql_mode").await.unwrap().unwrap();
     a.query_drop("SET SESSION sql_mode = 'ANSI'").await.unwrap();
-    a.query_drop("CREATE TEMPORARY TABLE tmp_leak (x INT)").await.unwrap();
+    a.query_drop("CREATE TEMPORARY TABLE tmp_leak (x INT)")
+        .await
+        .unwrap();
     a.disconnect().await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let mut b = connect(&proxy, Some("t_leak")).await;
@@ -164,29 +214,44 @@ async fn session_state_does_not_leak_to_the_next_client() {
 async fn lock_holder_commits_while_others_wait_on_its_lock() {
     fresh_db("t_lock").await;
     let mut d = direct(Some("t_lock")).await;
-    d.query_drop("CREATE TABLE t (id INT PRIMARY KEY, n INT) ENGINE=InnoDB").await.unwrap();
+    d.query_drop("CREATE TABLE t (id INT PRIMARY KEY, n INT) ENGINE=InnoDB")
+        .await
+        .unwrap();
     d.query_drop("INSERT INTO t VALUES (1, 0)").await.unwrap();
     let proxy = start(config(2)).await;
     let mut holder = connect(&proxy, Some("t_lock")).await;
     holder.query_drop("BEGIN").await.unwrap();
-    holder.query_drop("UPDATE t SET n = n + 1 WHERE id = 1").await.unwrap();
+    holder
+        .query_drop("UPDATE t SET n = n + 1 WHERE id = 1")
+        .await
+        .unwrap();
     let mut waiters = Vec::new();
     for _ in 0..4 {
         let o = opts(&proxy, "app", "secret", Some("t_lock"));
         waiters.push(tokio::spawn(async move {
             let mut c = Conn::new(o).await.unwrap();
-            c.query_drop("UPDATE t SET n = n + 1 WHERE id = 1").await.unwrap();
+            c.query_drop("UPDATE t SET n = n + 1 WHERE id = 1")
+                .await
+                .unwrap();
             c.disconnect().await.unwrap();
         }));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let start = Instant::now();
     holder.query_drop("COMMIT").await.unwrap();
-    assert!(start.elapsed() < Duration::from_secs(5), "COMMIT waited {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "COMMIT waited {:?}",
+        start.elapsed()
+    );
     for w in waiters {
         w.await.unwrap();
     }
-    let n: i64 = holder.query_first("SELECT n FROM t WHERE id = 1").await.unwrap().unwrap();
+    let n: i64 = holder
+        .query_first("SELECT n FROM t WHERE id = 1")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(n, 5);
     holder.disconnect().await.unwrap();
     proxy.shutdown().await;
@@ -217,7 +282,9 @@ async fn max_client_connections_gives_1040() {
     let proxy = start(cfg).await;
     let a = connect(&proxy, None).await;
     let b = connect(&proxy, None).await;
-    let err = Conn::new(opts(&proxy, "app", "secret", None)).await.unwrap_err();
+    let err = Conn::new(opts(&proxy, "app", "secret", None))
+        .await
+        .unwrap_err();
     assert_eq!(code_of(&err), Some(1040), "{err}");
     drop((a, b));
     proxy.shutdown().await;
@@ -227,7 +294,9 @@ async fn max_client_connections_gives_1040() {
 async fn multi_statements_and_procedures_return_every_result_set() {
     fresh_db("t_multi").await;
     let mut d = direct(Some("t_multi")).await;
-    d.query_drop("CREATE PROCEDURE two() BEGIN SELECT 1 AS a; SELECT 2 AS b, 3 AS c; END").await.unwrap();
+    d.query_drop("CREATE PROCEDURE two() BEGIN SELECT 1 AS a; SELECT 2 AS b, 3 AS c; END")
+        .await
+        .unwrap();
     let proxy = start(config(2)).await;
     let mut c = connect(&proxy, Some("t_multi")).await;
     let mut r = c.query_iter("SELECT 1; SELECT 2; DO 0").await.unwrap();
@@ -252,9 +321,17 @@ async fn a_17_mib_query_round_trips() {
     let proxy = start(config(1)).await;
     let mut c = connect(&proxy, None).await;
     let big = "x".repeat(17 << 20);
-    let len: u64 = c.exec_first("SELECT LENGTH(?)", (big.clone(),)).await.unwrap().unwrap();
+    let len: u64 = c
+        .exec_first("SELECT LENGTH(?)", (big.clone(),))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(len, 17 << 20);
-    let back: String = c.query_first(format!("SELECT '{big}'")).await.unwrap().unwrap();
+    let back: String = c
+        .query_first(format!("SELECT '{big}'"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(back.len(), 17 << 20);
     c.disconnect().await.unwrap();
     proxy.shutdown().await;
@@ -265,13 +342,28 @@ async fn the_mariadb_cli_works_through_sluice() {
     let proxy = start(config(2)).await;
     let addr = proxy.local_addr();
     let out = tokio::process::Command::new("mariadb")
-        .args(["-h", &addr.ip().to_string(), "-P", &addr.port().to_string(), "-uapp", "-psecret", "--batch"])
-        .args(["-e", "SELECT 1 AS one; SELECT DATABASE() AS db; SET @x=5; SELECT @x AS x"])
+        .args([
+            "-h",
+            &addr.ip().to_string(),
+            "-P",
+            &addr.port().to_string(),
+            "-uapp",
+            "-psecret",
+            "--batch",
+        ])
+        .args([
+            "-e",
+            "SELECT 1 AS one; SELECT DATABASE() AS db; SET @x=5; SELECT @x AS x",
+        ])
         .output()
         .await
         .expect("mariadb CLI runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(stdout, "one\n1\ndb\nNULL\nx\n5\n");
     proxy.shutdown().await;
 }
@@ -284,13 +376,25 @@ async fn connection_id_is_sluices_id_on_every_backend() {
     for _ in 0..3 {
         others.push(connect(&proxy, None).await);
     }
-    let first: u64 = a.query_first("SELECT CONNECTION_ID()").await.unwrap().unwrap();
-    assert_eq!(first, u64::from(a.id()), "CONNECTION_ID() is the id from the handshake");
+    let first: u64 = a
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first,
+        u64::from(a.id()),
+        "CONNECTION_ID() is the id from the handshake"
+    );
     for i in 0..100 {
         // Keep the other clients busy so statements land on different backends.
         let o = &mut others[i % 3];
         let _: Option<u8> = o.query_first("SELECT 1").await.unwrap();
-        let id: u64 = a.query_first("SELECT CONNECTION_ID()").await.unwrap().unwrap();
+        let id: u64 = a
+            .query_first("SELECT CONNECTION_ID()")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(id, first);
     }
     let stats = proxy.context().stats.clone();
@@ -305,28 +409,49 @@ async fn connection_id_is_sluices_id_on_every_backend() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prepared_statements_are_shared_without_pinning() {
     fresh_db("t_ps").await;
-    direct(Some("t_ps")).await.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)").await.unwrap();
-    direct(Some("t_ps")).await.query_drop("INSERT INTO t SELECT seq, seq * 10 FROM seq_1_to_50").await.unwrap();
+    direct(Some("t_ps"))
+        .await
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+        .await
+        .unwrap();
+    direct(Some("t_ps"))
+        .await
+        .query_drop("INSERT INTO t SELECT seq, seq * 10 FROM seq_1_to_50")
+        .await
+        .unwrap();
     let mut cfg = config(2);
     cfg.max_prepared_statements_per_backend = 4;
     let proxy = start(cfg).await;
     let mut tasks = Vec::new();
     for c in 0..32u32 {
         // The driver's own statement cache keeps statements open, as real apps do.
-        let o: mysql_async::Opts = mysql_async::OptsBuilder::from_opts(opts(&proxy, "app", "secret", Some("t_ps")))
-            .stmt_cache_size(16)
-            .into();
+        let o: mysql_async::Opts =
+            mysql_async::OptsBuilder::from_opts(opts(&proxy, "app", "secret", Some("t_ps")))
+                .stmt_cache_size(16)
+                .into();
         tasks.push(tokio::spawn(async move {
             let mut conn = Conn::new(o).await.unwrap();
             for i in 0..20u32 {
                 let id = (c + i) % 50 + 1;
-                let v: Option<i32> = conn.exec_first("SELECT v FROM t WHERE id = ?", (id,)).await.unwrap();
+                let v: Option<i32> = conn
+                    .exec_first("SELECT v FROM t WHERE id = ?", (id,))
+                    .await
+                    .unwrap();
                 assert_eq!(v, Some(id as i32 * 10));
-                let n: Option<i64> = conn.exec_first("SELECT COUNT(*) FROM t WHERE id <= ?", (id,)).await.unwrap();
+                let n: Option<i64> = conn
+                    .exec_first("SELECT COUNT(*) FROM t WHERE id <= ?", (id,))
+                    .await
+                    .unwrap();
                 assert_eq!(n, Some(id as i64));
-                let s: Option<String> = conn.exec_first("SELECT CONCAT(?, '-', ?)", ("a", id)).await.unwrap();
+                let s: Option<String> = conn
+                    .exec_first("SELECT CONCAT(?, '-', ?)", ("a", id))
+                    .await
+                    .unwrap();
                 assert_eq!(s, Some(format!("a-{id}")));
-                let _: Vec<(i32, i32)> = conn.exec("SELECT id, v FROM t WHERE id BETWEEN ? AND ?", (id, id + 3)).await.unwrap();
+                let _: Vec<(i32, i32)> = conn
+                    .exec("SELECT id, v FROM t WHERE id BETWEEN ? AND ?", (id, id + 3))
+                    .await
+                    .unwrap();
                 let _: Option<u8> = conn.exec_first("SELECT ? + 0", (i % 7,)).await.unwrap();
             }
             conn.disconnect().await.unwrap();
@@ -343,8 +468,14 @@ async fn prepared_statements_are_shared_without_pinning() {
     assert!(snap.open <= 4, "backends {}", snap.open);
     // Every backend stays under the statement cap.
     let mut d = direct(None).await;
-    let rows: Vec<(String, String)> = d.query("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'").await.unwrap();
+    let rows: Vec<(String, String)> = d
+        .query("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'")
+        .await
+        .unwrap();
     let count: u64 = rows[0].1.parse().unwrap();
-    assert!(count <= 4 * u64::from(snap.open) + 4, "prepared statements on the server: {count}");
+    assert!(
+        count <= 4 * u64::from(snap.open) + 4,
+        "prepared statements on the server: {count}"
+    );
     proxy.shutdown().await;
 }

@@ -39,7 +39,9 @@ pub async fn start(cfg: Config) -> ProxyHandle {
 
 pub fn init_logs() {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .with_test_writer()
         .try_init();
 }
@@ -61,7 +63,9 @@ pub fn opts(proxy: &ProxyHandle, user: &str, password: &str, db: Option<&str>) -
 }
 
 pub async fn connect(proxy: &ProxyHandle, db: Option<&str>) -> Conn {
-    Conn::new(opts(proxy, "app", "secret", db)).await.expect("connect through sluice")
+    Conn::new(opts(proxy, "app", "secret", db))
+        .await
+        .expect("connect through sluice")
 }
 
 /// A direct connection to the test server (for setup and for comparing with direct behaviour).
@@ -81,8 +85,12 @@ pub async fn direct(db: Option<&str>) -> Conn {
 /// Creates (fresh) database `name` on the test server.
 pub async fn fresh_db(name: &str) {
     let mut c = direct(None).await;
-    c.query_drop(format!("DROP DATABASE IF EXISTS `{name}`")).await.unwrap();
-    c.query_drop(format!("CREATE DATABASE `{name}`")).await.unwrap();
+    c.query_drop(format!("DROP DATABASE IF EXISTS `{name}`"))
+        .await
+        .unwrap();
+    c.query_drop(format!("CREATE DATABASE `{name}`"))
+        .await
+        .unwrap();
     c.disconnect().await.unwrap();
 }
 
@@ -102,7 +110,12 @@ pub fn state_of(e: &mysql_async::Error) -> Option<String> {
 }
 
 /// Client options for any MySQL-protocol endpoint (sluice or a server) at `addr`.
-pub fn opts_at(addr: std::net::SocketAddr, user: &str, password: &str, db: Option<&str>) -> OptsBuilder {
+pub fn opts_at(
+    addr: std::net::SocketAddr,
+    user: &str,
+    password: &str,
+    db: Option<&str>,
+) -> OptsBuilder {
     OptsBuilder::default()
         .ip_or_hostname(addr.ip().to_string())
         .tcp_port(addr.port())
@@ -117,7 +130,12 @@ pub fn opts_at(addr: std::net::SocketAddr, user: &str, password: &str, db: Optio
 
 /// A config for an in-process sluice in front of any backend, user `app`/`secret` mapped to
 /// `backend_user`/`backend_password`.
-pub fn config_for(backend: String, backend_user: &str, backend_password: &str, pool_size: u32) -> Config {
+pub fn config_for(
+    backend: String,
+    backend_user: &str,
+    backend_password: &str,
+    pool_size: u32,
+) -> Config {
     let mut cfg = Config::for_backend(backend, "app", "secret");
     cfg.users[0].backend_user = Some(backend_user.to_string());
     cfg.users[0].backend_password = Some(sluice::config::Secret::new(backend_password.to_string()));

@@ -3,8 +3,8 @@
 
 mod harness;
 
-mod core;
 mod admin;
 mod bad_input;
 mod clients;
+mod core;
 mod faults;
