@@ -83,10 +83,14 @@ impl LocalServer {
         let binary = binary::find_server_binary(opts.binary.as_deref())?;
         let (flavor, version_line) = binary::probe(&binary)?;
         raise_nofile_limit();
+        sweep_orphans();
         let dir = tempfile::Builder::new()
             .prefix("dbkit-")
             .tempdir()
             .map_err(|e| Error::io("creating the server temp dir", e))?;
+        // Lets a later start remove this dir if our process is SIGKILLed (PDEATHSIG takes
+        // the server down, but nobody is left to delete the files).
+        let _ = std::fs::write(dir.path().join(OWNER_FILE), std::process::id().to_string());
         let datadir = dir.path().join("data");
         init_datadir(&binary, flavor, &datadir, dir.path())?;
         let init_file = dir.path().join("init.sql");
@@ -478,6 +482,32 @@ fn init_sql(flavor: Flavor, version_line: &str) -> String {
         ));
     }
     sql
+}
+
+/// Holds the pid of the process that owns a dbkit temp dir.
+const OWNER_FILE: &str = "owner.pid";
+
+/// Removes `dbkit-*` temp dirs whose owning process no longer exists.
+fn sweep_orphans() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !entry.file_name().to_string_lossy().starts_with("dbkit-") {
+            continue;
+        }
+        // No owner file: an older dbkit or a dir still being set up; leave it alone.
+        let Some(owner) = std::fs::read_to_string(path.join(OWNER_FILE))
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{owner}")).exists() {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
 }
 
 fn free_port() -> Result<u16, Error> {

@@ -239,7 +239,12 @@ fn server_dies_with_its_parent() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let alive = process_alive(pid);
-    // The helper could not clean up after SIGKILL; do it for it.
-    let _ = std::fs::remove_dir_all(dir);
     assert!(!alive, "server {pid} outlived its SIGKILLed parent");
+    // The helper could not clean up after SIGKILL; the next start sweeps its dir.
+    assert!(std::path::Path::new(dir).exists());
+    let next = LocalServer::start(small()).expect("start");
+    let swept = !std::path::Path::new(dir).exists();
+    drop(next);
+    let _ = std::fs::remove_dir_all(dir);
+    assert!(swept, "orphaned dir {dir} was not swept");
 }

@@ -100,10 +100,10 @@ pub struct Common {
     pub proxy_url: Option<String>,
     /// CPUs for the server, e.g. `0` or `0-1,4` (default: the first half of the cores).
     #[arg(long, env = "SERVER_CPUS", value_parser = parse_cpu_list, global = true)]
-    pub server_cpus: Option<Vec<usize>>,
+    pub server_cpus: Option<CpuList>,
     /// CPUs for loadgen itself (default: the cores the server does not use).
     #[arg(long, env = "LOADGEN_CPUS", value_parser = parse_cpu_list, global = true)]
-    pub loadgen_cpus: Option<Vec<usize>>,
+    pub loadgen_cpus: Option<CpuList>,
     /// Directory that receives the `<UTC timestamp>-<label>/` run folder.
     #[arg(long, env = "OUT", default_value = "results", global = true)]
     pub out: PathBuf,
@@ -151,6 +151,10 @@ pub struct Common {
     #[arg(long, env = "NO_PROGRESS", global = true)]
     pub no_progress: bool,
 }
+
+/// A validated, sorted CPU list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
 
 /// A validated list of positive counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,7 +210,7 @@ pub fn parse_fraction_list(s: &str) -> Result<FractionList, String> {
 }
 
 /// Parses a CPU list such as `0`, `1,3` or `0-2,5`.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let bad = || format!("{part:?} is not a CPU number or range (expected e.g. 0 or 0-1,3)");
@@ -227,7 +231,7 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     }
     out.sort_unstable();
     out.dedup();
-    Ok(out)
+    Ok(CpuList(out))
 }
 
 fn parse_positive_u32(s: &str) -> Result<u32, String> {
@@ -295,8 +299,8 @@ mod tests {
 
     #[test]
     fn cpu_lists_accept_ranges() {
-        assert_eq!(parse_cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
-        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert_eq!(parse_cpu_list("0-2,5").unwrap().0, vec![0, 1, 2, 5]);
+        assert_eq!(parse_cpu_list("1").unwrap().0, vec![1]);
         assert!(parse_cpu_list("2-1").is_err());
         assert!(parse_cpu_list("x").is_err());
     }

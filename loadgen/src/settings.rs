@@ -71,8 +71,11 @@ impl Settings {
     pub fn from_cli(cli: Cli, host_cpus: Vec<usize>) -> Result<Settings, String> {
         let c = cli.common;
         let quick = matches!(cli.command, Command::Bench { quick: true });
-        let (server_cpus, loadgen_cpus) =
-            resolve_cpus(c.server_cpus.clone(), c.loadgen_cpus.clone(), &host_cpus)?;
+        let (server_cpus, loadgen_cpus) = resolve_cpus(
+            c.server_cpus.clone().map(|l| l.0),
+            c.loadgen_cpus.clone().map(|l| l.0),
+            &host_cpus,
+        )?;
         match (c.server, &c.mysql_url) {
             (ServerKind::External, None) => {
                 return Err(

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{leftovers, loadgen, servers_mentioning, MINI};
+use common::{leftovers, loadgen, servers_mentioning};
 
 fn interrupt_mid_run(signal: libc::c_int) {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -14,7 +14,15 @@ fn interrupt_mid_run(signal: libc::c_int) {
     std::fs::create_dir_all(&server_tmp).expect("server tmp");
     let mut child = loadgen()
         .arg("curve")
-        .args(MINI)
+        .args([
+            "--rows",
+            "20000",
+            "--scan-w",
+            "2000",
+            "--warmup-s",
+            "0.3",
+            "--no-progress",
+        ])
         .args(["--conc-levels", "1,2,4,8,16", "--window-s", "30"])
         .arg("--out")
         .arg(tmp.path().join("out"))

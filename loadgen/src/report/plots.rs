@@ -136,7 +136,8 @@ fn p99(path: &Path, rows: &[&LevelResult]) -> Result<()> {
         .y_label_formatter(&|y| format!("{y:.1}"))
         .draw()
         .map_err(err)?;
-    let series: [(&str, fn(&LevelResult) -> f64); 3] = [
+    type Metric = fn(&LevelResult) -> f64;
+    let series: [(&str, Metric); 3] = [
         ("p99", |r| r.p99_ms),
         ("p99 counting in-flight at close", |r| {
             r.p99_with_inflight_ms
