@@ -138,10 +138,21 @@ impl Pool {
             if self.shared.closed.load(Ordering::Relaxed) {
                 return Err(Error::Closed);
             }
+            // Fast path without registering for a wake-up (that takes the Notify's lock).
+            let plan = match self.plan_checkout(key, want) {
+                Plan::Wait => None,
+                other => Some(other),
+            };
             let freed = self.shared.freed.notified();
             tokio::pin!(freed);
-            freed.as_mut().enable();
-            match self.plan_checkout(key, want) {
+            let plan = match plan {
+                Some(plan) => plan,
+                None => {
+                    freed.as_mut().enable();
+                    self.plan_checkout(key, want)
+                }
+            };
+            match plan {
                 Plan::Idle(conn) => return Ok(PooledBackend::new(conn, self.clone())),
                 Plan::Open(evicted) => {
                     if evicted.is_some() {

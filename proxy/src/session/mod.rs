@@ -49,6 +49,8 @@ pub struct Session {
     state: SessionState,
     slot: Option<Slot>,
     backend: Option<PooledBackend>,
+    /// Resolves when the drain deadline passes (registered once per session).
+    hard_stop: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
     /// This client's prepared statements, by the ids sluice gave it.
     stmts: prepared::ClientStmts,
     reg: Registration,
@@ -142,6 +144,7 @@ impl Session {
             u.clone_from(&user.name);
         }
         Session {
+            hard_stop: Box::pin(ctx.hard_stop.clone().cancelled_owned()),
             ctx,
             client,
             caps,
@@ -174,14 +177,19 @@ impl Session {
 
     /// The command loop. Shutdown and KILL CONNECTION end it between statements.
     async fn run(&mut self) -> ClientCloseReason {
+        // Registered once, not per command: every session shares the shutdown token, and
+        // re-registering on each statement would serialise them on its lock.
+        let shutdown = self.ctx.shutdown.clone().cancelled_owned();
+        let killed = self.reg.info.kill.clone().cancelled_owned();
+        tokio::pin!(shutdown, killed);
         loop {
             let stall = self.ctx.config().client_login_timeout;
             self.client.trim();
             let next = tokio::select! {
                 r = self.client.next_packet_within(stall) => r,
-                _ = self.ctx.shutdown.cancelled() => return self.goodbye(1053, "08S01",
+                _ = &mut shutdown => return self.goodbye(1053, "08S01",
                     "Server shutdown in progress: sluice is stopping; reconnect to another instance").await,
-                _ = self.reg.info.kill.cancelled() => return self.goodbye(1927, "70100",
+                _ = &mut killed => return self.goodbye(1927, "70100",
                     "Connection was killed").await,
             };
             let span = match next {
@@ -258,7 +266,7 @@ impl Session {
         let written = self.client.bytes_written();
         let result = tokio::select! {
             r = relay(&mut self.client, backend, packet, kind, &opts) => r,
-            _ = self.ctx.hard_stop.cancelled() => return Err(ClientCloseReason::Shutdown),
+            _ = self.hard_stop.as_mut() => return Err(ClientCloseReason::Shutdown),
         };
         self.ctx.latency.backend_time.record(started.elapsed());
         self.ctx.pool.slots().record_service(started.elapsed());
@@ -374,10 +382,10 @@ impl Session {
     }
 
     async fn wait_while_paused(&self, deadline: Instant) -> Result<(), ErrPacket> {
-        let mut rx = self.ctx.paused.subscribe();
-        if !*rx.borrow() {
+        if !*self.ctx.paused.borrow() {
             return Ok(());
         }
+        let mut rx = self.ctx.paused.subscribe();
         let wait = async move { rx.wait_for(|paused| !*paused).await.map(|_| ()) };
         match tokio::time::timeout_at(deadline.into(), wait).await {
             Ok(_) => Ok(()),
