@@ -31,6 +31,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error(transparent)]
+    Tls(#[from] crate::conn::tls::TlsError),
 }
 
 pub struct Proxy;
@@ -48,6 +50,13 @@ impl Proxy {
     /// Starts sluice on the current tokio runtime.
     pub async fn bind(config: Config) -> Result<ProxyHandle, StartError> {
         config.validate()?;
+        // Loaded before anything starts, so a bad certificate fails start-up, not each client.
+        let tls = match (&config.tls_cert, &config.tls_key) {
+            (Some(cert), Some(key)) => Some(tokio_rustls::TlsAcceptor::from(
+                crate::conn::tls::load_server_config(cert, key)?,
+            )),
+            _ => None,
+        };
         let greeting = probe_backend(
             &config.backend,
             config.connect_timeout.min(Duration::from_secs(3)),
@@ -75,6 +84,7 @@ impl Proxy {
             collation,
             rsa: OnceLock::new(),
             sha2_cache: Mutex::new(Default::default()),
+            tls,
         };
         let listen = config.listen;
         let listener = bind_listener(listen).map_err(|source| StartError::Listen {

@@ -1,14 +1,17 @@
-//! The client-facing handshake: greeting, capability negotiation and authentication against
-//! sluice's own user list (mysql_native_password and caching_sha2_password, fast and full auth).
+//! The client-facing handshake: greeting, capability negotiation, the optional switch to TLS
+//! and authentication against sluice's own user list (mysql_native_password and
+//! caching_sha2_password, fast and full auth).
 
 use std::collections::HashSet;
 use std::sync::Mutex;
 
 use bytes::BytesMut;
+use tokio_rustls::TlsAcceptor;
 
 use super::{Error, PacketStream};
 use crate::config::{AuthPluginName, Config, UserConfig};
 use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
+use crate::protocol::handshake_response::is_ssl_request;
 use crate::protocol::{
     auth, flags, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake,
     HandshakeResponse, StatusFlags,
@@ -25,6 +28,8 @@ pub struct HandshakeContext {
     /// Users that completed a caching_sha2 full authentication since start-up; like MySQL's
     /// cache, they may use the fast path afterwards.
     pub sha2_cache: Mutex<HashSet<String>>,
+    /// Client TLS, when `tls_cert`/`tls_key` are set: CLIENT_SSL is offered only then.
+    pub tls: Option<TlsAcceptor>,
 }
 
 /// A client that passed authentication.
@@ -65,7 +70,10 @@ impl HandshakeContext {
         connection_id: u32,
         config: &Config,
     ) -> Result<ClientHello, HandshakeError> {
-        let offered = self.offered;
+        let mut offered = self.offered;
+        if self.tls.is_some() {
+            offered |= Capabilities::CLIENT_SSL;
+        }
         let nonce = auth::random_nonce();
         let default_plugin = plugin_name(config.default_auth_plugin);
         let greeting = Handshake {
@@ -82,10 +90,32 @@ impl HandshakeContext {
         stream.send_packet(0, &out).await?;
 
         let span = stream.expect_packet().await?;
-        let payload = stream.payload(&span).into_owned();
+        let mut payload = stream.payload(&span).into_owned();
         let mut seq = span.last_seq.wrapping_add(1);
         stream.consume(&span);
-        if span.first_seq != 1 {
+        if is_ssl_request(&payload) {
+            let Some(acceptor) = &self.tls else {
+                return Err(self
+                    .reject(stream, seq, ERR_HANDSHAKE, "TLS is not configured")
+                    .await);
+            };
+            if span.first_seq != 1 {
+                return Err(self
+                    .reject(stream, seq, ERR_HANDSHAKE, "bad handshake")
+                    .await);
+            }
+            stream.upgrade_server_tls(acceptor).await?;
+            // The real HandshakeResponse follows inside TLS, continuing the sequence.
+            let span = stream.expect_packet().await?;
+            payload = stream.payload(&span).into_owned();
+            seq = span.last_seq.wrapping_add(1);
+            stream.consume(&span);
+            if span.first_seq != 2 {
+                return Err(self
+                    .reject(stream, seq, ERR_HANDSHAKE, "bad handshake")
+                    .await);
+            }
+        } else if span.first_seq != 1 {
             return Err(self
                 .reject(stream, seq, ERR_HANDSHAKE, "bad handshake")
                 .await);
@@ -106,7 +136,17 @@ impl HandshakeContext {
                 .reject(stream, seq, ERR_HANDSHAKE, "client too old")
                 .await);
         }
-        let caps = response.capabilities & offered;
+        if config.require_secure_transport && !stream.is_secure() {
+            let err = ErrPacket::new(
+                ERR_SECURE_TRANSPORT.0,
+                ERR_SECURE_TRANSPORT.1,
+                b"Connections using insecure transport are prohibited while --require_secure_transport=ON.",
+            );
+            send_err(stream, seq, &err).await;
+            return Err(HandshakeError::Rejected("insecure transport"));
+        }
+        // CLIENT_SSL describes this hop only; it must not reach backend pool keys.
+        let caps = response.capabilities & offered & !Capabilities::CLIENT_SSL;
         let user_name = String::from_utf8_lossy(&response.user).into_owned();
         let user = config.find_user(&response.user).cloned();
         let want_plugin = user
@@ -141,7 +181,7 @@ impl HandshakeContext {
         let verified = match &user {
             None => false,
             Some(u) if want_plugin == auth::CACHING_SHA2 => {
-                self.verify_sha2(stream, &mut seq, u, &nonce, &auth_response, caps)
+                self.verify_sha2(stream, &mut seq, u, &nonce, &auth_response)
                     .await?
             }
             Some(u) => verify_native(u, &nonce, &auth_response),
@@ -172,7 +212,8 @@ impl HandshakeContext {
     }
 
     /// caching_sha2_password: the fast path when the scramble matches a cached user, otherwise
-    /// full authentication (cleartext is never accepted without TLS: the client must use RSA).
+    /// full authentication: over TLS the client sends the password in clear (NUL-terminated);
+    /// without TLS it must fetch the RSA key and send it encrypted.
     async fn verify_sha2(
         &self,
         stream: &mut PacketStream,
@@ -180,7 +221,6 @@ impl HandshakeContext {
         user: &UserConfig,
         nonce: &[u8],
         response: &[u8],
-        _caps: Capabilities,
     ) -> Result<bool, Error> {
         let password = user.password.expose().as_bytes();
         if user.password.is_native_hash() {
@@ -242,7 +282,19 @@ impl HandshakeContext {
             return Ok(ok);
         }
         // A cleartext password over an unencrypted connection is refused, as MySQL does.
-        Ok(false)
+        if !stream.is_secure() {
+            return Ok(false);
+        }
+        if reply.last() == Some(&0) {
+            reply.pop();
+        }
+        let ok = constant_time_eq(&reply, password);
+        if ok {
+            if let Ok(mut c) = self.sha2_cache.lock() {
+                c.insert(user.name.clone());
+            }
+        }
+        Ok(ok)
     }
 
     async fn reject(
@@ -259,6 +311,9 @@ impl HandshakeContext {
 }
 
 const ERR_HANDSHAKE: (u16, &str) = (1043, "08S01");
+/// ER_SECURE_TRANSPORT_REQUIRED, MySQL's answer to a plain client under
+/// require_secure_transport.
+const ERR_SECURE_TRANSPORT: (u16, &str) = (3159, "HY000");
 
 fn verify_native(user: &UserConfig, nonce: &[u8], response: &[u8]) -> bool {
     if user.password.is_native_hash() {

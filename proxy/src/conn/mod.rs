@@ -1,10 +1,11 @@
-//! Sockets: framing over TCP (`stream`), the client-facing handshake (`client`) and backend
-//! connections (`backend`). No pool policy lives here.
+//! Sockets: framing over TCP (`stream`), the client-facing handshake (`client`), client TLS
+//! (`tls`) and backend connections (`backend`). No pool policy lives here.
 
 pub mod backend;
 pub mod client;
 pub mod stmts;
 pub mod stream;
+pub mod tls;
 
 pub use backend::{BackendConn, BackendTarget, PoolKey};
 pub use stream::PacketStream;

@@ -1,4 +1,5 @@
-//! `PacketStream`: one TCP socket with a read buffer and a write buffer, framed as MySQL packets.
+//! `PacketStream`: one TCP socket (plain or TLS) with a read buffer and a write buffer, framed
+//! as MySQL packets.
 //!
 //! It knows the 4-byte header (through `protocol::frame`) and nothing about what packets mean.
 //! Reads hand out whole logical packets in place (no copy); writes are buffered until `flush`.
@@ -8,6 +9,8 @@ use std::borrow::Cow;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
 
 use super::Error;
 use crate::protocol::frame::{self, LogicalSpan};
@@ -20,8 +23,18 @@ pub const BACKEND_READ_CHUNK: usize = 64 * 1024;
 /// Buffered output is flushed early once it grows past this, so big results stream.
 pub const FLUSH_THRESHOLD: usize = 64 * 1024;
 
+/// The byte transport under the framing. Plain is the hot path: one `match` away from the
+/// `TcpStream`, no extra indirection.
+enum Transport {
+    Plain(TcpStream),
+    /// Boxed: a rustls connection is ~1 KiB and most clients never use it.
+    Tls(Box<TlsStream<TcpStream>>),
+    /// Only while `upgrade_server_tls` moves the socket; a failed upgrade leaves it here.
+    Detached,
+}
+
 pub struct PacketStream {
-    socket: TcpStream,
+    socket: Transport,
     rbuf: BytesMut,
     wbuf: BytesMut,
     max_payload: usize,
@@ -38,7 +51,7 @@ impl PacketStream {
     pub fn with_read_chunk(socket: TcpStream, max_payload: usize, read_chunk: usize) -> Self {
         let _ = socket.set_nodelay(true);
         PacketStream {
-            socket,
+            socket: Transport::Plain(socket),
             // Allocated on first use: an idle client costs (almost) nothing.
             rbuf: BytesMut::new(),
             wbuf: BytesMut::new(),
@@ -63,7 +76,33 @@ impl PacketStream {
     }
 
     pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
-        self.socket.peer_addr().ok()
+        match &self.socket {
+            Transport::Plain(s) => s.peer_addr().ok(),
+            Transport::Tls(s) => s.get_ref().0.peer_addr().ok(),
+            Transport::Detached => None,
+        }
+    }
+
+    /// True once the socket carries TLS.
+    pub fn is_secure(&self) -> bool {
+        matches!(self.socket, Transport::Tls(_))
+    }
+
+    /// Runs the server side of a TLS handshake on the plain socket (after the client's
+    /// SSLRequest). Bytes already read past the SSLRequest are the start of the client's
+    /// ClientHello (clients send it without waiting), so they are fed to rustls first.
+    pub async fn upgrade_server_tls(&mut self, acceptor: &TlsAcceptor) -> Result<(), Error> {
+        let Transport::Plain(tcp) = std::mem::replace(&mut self.socket, Transport::Detached) else {
+            return Err(Error::Io(std::io::ErrorKind::InvalidInput.into()));
+        };
+        let early = self.rbuf.split();
+        let mut fed: std::io::Result<()> = Ok(());
+        let tls = acceptor
+            .accept_with(tcp, |conn| fed = feed_early_bytes(conn, &early))
+            .await?;
+        fed?;
+        self.socket = Transport::Tls(Box::new(tls));
+        Ok(())
     }
 
     pub fn set_max_payload(&mut self, max: usize) {
@@ -135,7 +174,11 @@ impl PacketStream {
         if self.rbuf.capacity() - self.rbuf.len() < self.read_chunk / 2 {
             self.rbuf.reserve(self.read_chunk);
         }
-        let n = self.socket.read_buf(&mut self.rbuf).await?;
+        let n = match &mut self.socket {
+            Transport::Plain(s) => s.read_buf(&mut self.rbuf).await?,
+            Transport::Tls(s) => s.read_buf(&mut self.rbuf).await?,
+            Transport::Detached => return Err(Error::Closed),
+        };
         Ok(n > 0)
     }
 
@@ -179,8 +222,15 @@ impl PacketStream {
             return Ok(());
         }
         let write = async {
-            self.socket.write_all(&self.wbuf).await?;
-            Ok::<(), std::io::Error>(())
+            match &mut self.socket {
+                Transport::Plain(s) => s.write_all(&self.wbuf).await,
+                Transport::Tls(s) => {
+                    // rustls may hold the last record until flushed.
+                    s.write_all(&self.wbuf).await?;
+                    s.flush().await
+                }
+                Transport::Detached => Err(std::io::ErrorKind::NotConnected.into()),
+            }
         };
         match timeout {
             Some(t) => tokio::time::timeout(t, write)
@@ -201,6 +251,23 @@ impl PacketStream {
     }
 
     pub async fn shutdown(&mut self) {
-        let _ = self.socket.shutdown().await;
+        let _ = match &mut self.socket {
+            Transport::Plain(s) => s.shutdown().await,
+            // Sends close_notify, then shuts the TCP write side.
+            Transport::Tls(s) => s.shutdown().await,
+            Transport::Detached => Ok(()),
+        };
     }
+}
+
+/// Hands bytes that were read before the upgrade to rustls, as if they came off the socket.
+fn feed_early_bytes(conn: &mut rustls::ServerConnection, mut early: &[u8]) -> std::io::Result<()> {
+    while !early.is_empty() {
+        if conn.read_tls(&mut early)? == 0 {
+            break;
+        }
+        conn.process_new_packets()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    }
+    Ok(())
 }

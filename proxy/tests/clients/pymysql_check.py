@@ -7,6 +7,8 @@ import sys
 import pymysql
 from pymysql.constants import CLIENT
 
+import session_checks
+
 
 def main():
     host, port, user, password, db = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
@@ -46,6 +48,7 @@ def main():
         cur.execute("SELECT SUM(amount), MAX(name) FROM py_t")
         out.append(repr(cur.fetchall()))
         cur.execute("DROP TABLE py_t")
+    session_checks.session_variables(conn, out, pymysql.MySQLError)
     conn.close()
     print("\n".join(out))
 

@@ -1,9 +1,9 @@
 //! Real clients through sluice, compared with the same client talking to MariaDB directly:
-//! the `mariadb` CLI, mysqlslap, sysbench, PyMySQL, and mysql_async's binary protocol,
-//! LOCAL INFILE, COM_CHANGE_USER and COM_RESET_CONNECTION.
+//! the `mariadb` CLI, mysqlslap, sysbench, and mysql_async's binary protocol,
+//! LOCAL INFILE, COM_CHANGE_USER and COM_RESET_CONNECTION (other drivers: `drivers.rs`).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 use mysql_async::prelude::*;
@@ -238,78 +238,6 @@ async fn sysbench_oltp_read_only_runs_with_zero_errors() {
         "backends capped by max_backend_connections: {}",
         snap.open
     );
-    proxy.shutdown().await;
-}
-
-fn script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/clients")
-        .join(name)
-}
-
-/// Makes PyMySQL importable: installs it with pip when missing. `false` only if pip cannot.
-async fn ensure_pymysql() -> bool {
-    let import = |_: ()| {
-        Command::new("python3")
-            .args(["-c", "import pymysql"])
-            .output()
-    };
-    if import(()).await.is_ok_and(|o| o.status.success()) {
-        return true;
-    }
-    let pip = Command::new("python3")
-        .args(["-m", "pip", "install", "--quiet", "pymysql"])
-        .output()
-        .await;
-    match pip {
-        Ok(o) if o.status.success() => import(()).await.is_ok_and(|o| o.status.success()),
-        Ok(o) => {
-            eprintln!(
-                "SKIPPED: PyMySQL is missing and `pip install pymysql` failed: {}",
-                text(&o.stderr)
-            );
-            false
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: PyMySQL is missing and pip cannot run: {e}");
-            false
-        }
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pymysql_sees_the_same_results_as_direct() {
-    if !ensure_pymysql().await {
-        return;
-    }
-    fresh_db("t_pymysql").await;
-    let proxy = start(config(2)).await;
-    let mut outputs = Vec::new();
-    for ep in [Endpoint::direct(), Endpoint::sluice(&proxy)] {
-        let args = vec![
-            script("pymysql_check.py").display().to_string(),
-            ep.addr.ip().to_string(),
-            ep.addr.port().to_string(),
-            ep.user.clone(),
-            ep.password.clone(),
-            "t_pymysql".into(),
-        ];
-        let out = run("python3", &args, None).await;
-        assert!(
-            out.status.success(),
-            "pymysql via {}: {}\n{}",
-            ep.addr,
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        outputs.push(text(&out.stdout));
-    }
-    assert!(
-        outputs[0].contains("error 1062\nerror 1146\nerror 1064\n"),
-        "{}",
-        outputs[0]
-    );
-    assert_eq!(outputs[1], outputs[0]);
     proxy.shutdown().await;
 }
 

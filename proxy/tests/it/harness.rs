@@ -178,7 +178,12 @@ pub fn count_worker_panics() {
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if std::thread::current().name() == Some("tokio-runtime-worker") {
+            // Tokio names its workers "tokio-rt-worker" since 1.50, "tokio-runtime-worker" before.
+            let name = std::thread::current().name().map(str::to_owned);
+            if matches!(
+                name.as_deref(),
+                Some("tokio-rt-worker") | Some("tokio-runtime-worker")
+            ) {
                 WORKER_PANICS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
             previous(info);

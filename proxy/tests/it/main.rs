@@ -3,8 +3,12 @@
 
 mod harness;
 
+mod acceptance;
 mod admin;
 mod bad_input;
 mod clients;
 mod core;
+mod drivers;
 mod faults;
+mod reliability;
+mod tls;

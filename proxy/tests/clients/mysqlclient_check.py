@@ -1,0 +1,55 @@
+"""mysqlclient (MySQLdb, libmariadb) through sluice or directly: prints one line per result.
+
+Usage: mysqlclient_check.py HOST PORT USER PASSWORD DATABASE
+"""
+import sys
+
+import MySQLdb
+from MySQLdb.constants import CLIENT
+
+import session_checks
+
+
+def main():
+    host, port, user, password, db = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+    conn = MySQLdb.connect(host=host, port=port, user=user, password=password, database=db,
+                           charset="utf8mb4", client_flag=CLIENT.MULTI_STATEMENTS, autocommit=True)
+    out = []
+    cur = conn.cursor()
+    out.append("%r" % session_checks.rows(
+        cur, "SELECT 1 + 1, NULL, 'ünïcødé 𝄞', CAST(18446744073709551615 AS UNSIGNED), 3.25, "
+             "DATE('2024-02-29'), %s, %s", ("param ✓", None)))
+    cur.execute("DROP TABLE IF EXISTS mc_t")
+    cur.execute("CREATE TABLE mc_t (id INT PRIMARY KEY, name VARCHAR(50), b BLOB) CHARSET utf8mb4")
+    cur.executemany("INSERT INTO mc_t VALUES (%s, %s, %s)",
+                    [(i, "name-%d-ß" % i, bytes([i, 0, 255])) for i in range(1, 21)])
+    out.append("rowcount %d" % cur.rowcount)
+    cur.execute("SELECT COUNT(*) FROM mc_t; SELECT name, b FROM mc_t WHERE id = 7")
+    results = [cur.fetchall()]
+    while cur.nextset():
+        results.append(cur.fetchall())
+    out.append(repr(results))
+    for sql in ["INSERT INTO mc_t VALUES (1, 'dup', '')", "SELECT * FROM no_such_table"]:
+        try:
+            cur.execute(sql)
+            out.append("no error for " + sql)
+        except MySQLdb.MySQLError as e:
+            out.append("error %d" % e.args[0])
+    # The C client's own session calls: charset and schema switches, ping.
+    conn.set_character_set("latin1")
+    out.append("charset %r" % session_checks.rows(cur, "SELECT @@character_set_client"))
+    conn.set_character_set("utf8mb4")
+    conn.select_db("information_schema")
+    out.append("select_db %r" % session_checks.rows(cur, "SELECT DATABASE()"))
+    conn.select_db(db)
+    conn.ping()
+    out.append("ping ok, db %r" % session_checks.rows(cur, "SELECT DATABASE(), COUNT(*) FROM mc_t"))
+    cur.execute("DROP TABLE mc_t")
+    cur.close()
+    session_checks.session_variables(conn, out, MySQLdb.MySQLError)
+    conn.close()
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Session-variable checks shared by the Python driver scripts (any DB-API 2 connection
+whose paramstyle is `format`): each check appends canonical lines to `out`, which must be
+the same through sluice as directly. Connection ids differ between the two, so only their
+stability is printed."""
+
+
+def set_autocommit(conn, on):
+    # PyMySQL and MySQLdb have a method, mysql-connector a property.
+    if callable(getattr(conn, "autocommit", None)):
+        conn.autocommit(on)
+    else:
+        conn.autocommit = on
+
+
+def rows(cur, sql, params=None):
+    cur.execute(sql, params) if params is not None else cur.execute(sql)
+    return [tuple(r) for r in cur.fetchall()]
+
+
+def session_variables(conn, out, err_types):
+    cur = conn.cursor()
+    cur.execute("SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci")
+    out.append("names %r" % rows(cur, "SELECT @@character_set_client, @@character_set_results, "
+                                      "@@collation_connection"))
+    cur.execute("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,ONLY_FULL_GROUP_BY'")
+    cur.execute("SET time_zone = '+05:30', SESSION sql_select_limit = 3")
+    cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+    first_id = rows(cur, "SELECT CONNECTION_ID()")[0][0]
+    stable = True
+    # Many statements: on a pool these run on whichever backend is free; the session's
+    # state must follow them every time.
+    for i in range(30):
+        got = rows(cur, "SELECT @@sql_mode, @@time_zone, @@tx_isolation, FROM_UNIXTIME(0), %s",
+                   (i,))
+        if i in (0, 29):
+            out.append("state %r" % got)
+        stable = stable and rows(cur, "SELECT CONNECTION_ID()")[0][0] == first_id
+    out.append("connection id stable %s" % stable)
+    out.append("select limit %r" % rows(cur, "SELECT seq FROM seq_1_to_10"))
+    cur.execute("SET SESSION sql_select_limit = DEFAULT")
+    out.append("limit default %r" % rows(cur, "SELECT COUNT(*) FROM (SELECT seq FROM seq_1_to_10) t"))
+    cur.execute("DROP TABLE IF EXISTS sv_t")
+    cur.execute("CREATE TABLE sv_t (id INT PRIMARY KEY, s VARCHAR(3)) CHARSET utf8mb4")
+    try:
+        cur.execute("INSERT INTO sv_t VALUES (%s, %s)", (1, "too long"))
+        out.append("strict mode did not reject")
+    except err_types as e:
+        out.append("strict error %d" % e.args[0])
+    cur.execute("SET SESSION sql_mode = ''")
+    cur.execute("INSERT INTO sv_t VALUES (%s, %s)", (1, "too long"))
+    # Warnings belong to the statement just run, wherever it ran.
+    out.append("warnings %r" % [r[1] for r in rows(cur, "SHOW WARNINGS")])
+    out.append("relaxed %r" % rows(cur, "SELECT id, s FROM sv_t"))
+    # Schema changes follow the session too.
+    db = rows(cur, "SELECT DATABASE()")[0][0]
+    cur.execute("USE information_schema")
+    out.append("schema %r" % rows(cur, "SELECT DATABASE()"))
+    cur.execute("USE `%s`" % db)
+    out.append("schema back %r" % (rows(cur, "SELECT DATABASE()")[0][0] == db))
+    # autocommit off: the transaction holds its backend until rollback.
+    set_autocommit(conn, False)
+    cur.execute("INSERT INTO sv_t VALUES (%s, %s)", (2, "tx"))
+    out.append("in tx %r" % rows(cur, "SELECT COUNT(*) FROM sv_t"))
+    conn.rollback()
+    out.append("after rollback %r" % rows(cur, "SELECT COUNT(*) FROM sv_t"))
+    conn.commit()
+    set_autocommit(conn, True)
+    cur.execute("DROP TABLE sv_t")
+    cur.close()

@@ -1,0 +1,792 @@
+//! Reliability under hostile and vanishing clients and a failing backend (issue 6, CI size):
+//! network fuzz next to 50 checked clients, a 200-client abort storm, and the ledger test with
+//! one backend restart and one SIGSTOP/SIGCONT pause.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use mysql_async::prelude::*;
+use mysql_async::Conn;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sluice::protocol::{auth, write_packet, Capabilities, Handshake, HandshakeResponse};
+use sluice::stats::RecycleOutcome;
+use sluice::ProxyHandle;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+
+use crate::harness::*;
+
+/// A raw client for traffic no driver would send: bytes exactly as the test writes them.
+struct Wire {
+    socket: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Wire {
+    async fn connect(addr: std::net::SocketAddr) -> Option<Wire> {
+        let socket = TcpStream::connect(addr).await.ok()?;
+        // An abort is an RST, as when a process dies, not a polite FIN. (The deprecation is
+        // about lingering drops blocking; a zero linger never blocks.)
+        #[allow(deprecated)]
+        socket.set_linger(Some(Duration::ZERO)).ok()?;
+        Some(Wire {
+            socket,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Connects and logs in as `user`/`password`; None if anything is off.
+    async fn login(addr: std::net::SocketAddr, user: &str, password: &str) -> Option<Wire> {
+        let mut w = Wire::connect(addr).await?;
+        let (_, greeting) = w.packet(Duration::from_secs(5)).await?;
+        let hs = Handshake::decode(&greeting).ok()?;
+        let response = HandshakeResponse {
+            capabilities: Capabilities::CLIENT_PROTOCOL_41
+                | Capabilities::CLIENT_SECURE_CONNECTION
+                | Capabilities::CLIENT_PLUGIN_AUTH
+                | Capabilities::CLIENT_LONG_PASSWORD
+                | Capabilities::CLIENT_TRANSACTIONS
+                | Capabilities::CLIENT_MULTI_RESULTS,
+            max_packet: 1 << 24,
+            collation: 45,
+            user: user.as_bytes().to_vec(),
+            auth_response: auth::native_scramble(&hs.nonce, password.as_bytes()),
+            database: None,
+            auth_plugin: Some(auth::NATIVE.as_bytes().to_vec()),
+            connect_attrs: Vec::new(),
+        };
+        let mut payload = BytesMut::new();
+        response.encode(&mut payload);
+        w.send(1, &payload).await.ok()?;
+        match w.packet(Duration::from_secs(5)).await? {
+            (2, p) if p.starts_with(&[0x00]) => Some(w),
+            _ => None,
+        }
+    }
+
+    async fn send(&mut self, seq: u8, payload: &[u8]) -> std::io::Result<()> {
+        let mut out = BytesMut::new();
+        write_packet(&mut out, seq, payload);
+        self.socket.write_all(&out).await
+    }
+
+    /// A command (sequence id 0).
+    async fn command(&mut self, code: u8, body: &[u8]) -> std::io::Result<()> {
+        let mut p = vec![code];
+        p.extend_from_slice(body);
+        self.send(0, &p).await
+    }
+
+    /// The next single-chunk packet, or None on timeout or close.
+    async fn packet(&mut self, within: Duration) -> Option<(u8, Vec<u8>)> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if self.buf.len() >= 4 {
+                let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], 0]) as usize;
+                if self.buf.len() >= 4 + len {
+                    let seq = self.buf[3];
+                    let payload = self.buf[4..4 + len].to_vec();
+                    self.buf.drain(..4 + len);
+                    return Some((seq, payload));
+                }
+            }
+            let mut chunk = [0u8; 16 << 10];
+            match tokio::time::timeout_at(deadline, self.socket.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&chunk[..n]),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Reads and discards whatever arrives within `within` (or until close).
+    async fn drain(&mut self, within: Duration) {
+        while self.packet(within).await.is_some() {}
+    }
+}
+
+fn vm_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status")
+}
+
+/// Valid client packets to mutate: (sequence id, payload).
+fn valid_traffic(rng: &mut StdRng) -> Vec<(u8, Vec<u8>)> {
+    let n: u32 = rng.gen_range(0..1000);
+    let with = |code: u8, body: &[u8]| {
+        let mut p = vec![code];
+        p.extend_from_slice(body);
+        (0u8, p)
+    };
+    let mut execute = vec![0x17];
+    execute.extend_from_slice(&1u32.to_le_bytes());
+    execute.extend_from_slice(&[0, 1, 0, 0, 0, 0, 1, 8, 0]);
+    execute.extend_from_slice(&u64::from(n).to_le_bytes());
+    vec![
+        with(0x03, format!("SELECT {n} + 1").as_bytes()),
+        with(0x03, b"SELECT 'abc', REPEAT('x', 300)"),
+        with(0x03, b"SET @fuzz = 1"),
+        with(0x03, b"BEGIN"),
+        with(0x03, b"ROLLBACK"),
+        with(0x03, b"DO 1; SELECT 2"),
+        with(0x0e, b""),
+        with(0x02, b"mysql"),
+        with(0x16, b"SELECT ? + 1"),
+        (0, execute),
+        with(0x18, &[1, 0, 0, 0, 0, 0, b'x']),
+        with(0x1c, &[1, 0, 0, 0, 5, 0, 0, 0]),
+        with(0x1a, &[1, 0, 0, 0]),
+        with(0x19, &[1, 0, 0, 0]),
+        with(0x11, b"app\0\x14abcdefghijklmnopqrst"),
+        with(0x1f, b""),
+        with(0x1b, &[1, 0]),
+        with(0x04, b"dual\0"),
+        with(0x09, b""),
+    ]
+}
+
+/// One fuzz session: log in (usually), then send mutated valid traffic until sluice hangs
+/// up or the budget is spent. Returns how many frames were sent.
+async fn fuzz_session(addr: std::net::SocketAddr, rng: &mut StdRng) -> u64 {
+    let mut w = if rng.gen_bool(0.85) {
+        // Another user than the checkers': a flipped byte can make a COM_PROCESS_KILL, and a
+        // user may kill its own sessions (as in MySQL), not other users'.
+        match Wire::login(addr, "fuzz", "fuzz-pw").await {
+            Some(w) => w,
+            None => return 0,
+        }
+    } else {
+        // Mutate the handshake response instead.
+        let Some(mut w) = Wire::connect(addr).await else {
+            return 0;
+        };
+        if w.packet(Duration::from_secs(2)).await.is_none() {
+            return 0;
+        }
+        w
+    };
+    let traffic = valid_traffic(rng);
+    let mut sent = 0;
+    for _ in 0..rng.gen_range(1..12) {
+        let (mut seq, mut payload) = traffic[rng.gen_range(0..traffic.len())].clone();
+        let mut raw = BytesMut::new();
+        match rng.gen_range(0..8) {
+            // Flipped bytes.
+            0 | 1 => {
+                for _ in 0..rng.gen_range(1..4) {
+                    let i = rng.gen_range(0..payload.len());
+                    payload[i] ^= 1 << rng.gen_range(0..8);
+                }
+                write_packet(&mut raw, seq, &payload);
+            }
+            // Wrong sequence id.
+            2 => {
+                seq = rng.gen_range(1..=255);
+                write_packet(&mut raw, seq, &payload);
+            }
+            // Truncated: the header promises more than is sent (sluice must wait, not misparse).
+            3 => {
+                write_packet(&mut raw, seq, &payload);
+                let cut = rng.gen_range(1..raw.len());
+                raw.truncate(cut);
+            }
+            // Wrong length: shorter than the payload, so the rest is read as a next header.
+            4 => {
+                write_packet(&mut raw, seq, &payload);
+                let len = rng.gen_range(0..payload.len()) as u32;
+                raw[..3].copy_from_slice(&len.to_le_bytes()[..3]);
+            }
+            // Huge length field (a 16 MiB chunk that never arrives, or a continuation chain).
+            5 => {
+                raw.extend_from_slice(&[0xFF, 0xFF, 0xFF, seq]);
+                raw.extend_from_slice(&payload);
+            }
+            // Random garbage.
+            6 => {
+                let n = rng.gen_range(1..64);
+                raw.extend((0..n).map(|_| rng.gen::<u8>()));
+            }
+            // Valid, but out of order (the traffic list mixes stmt ids that do not exist,
+            // fetches without cursors, change-user with a bad scramble...).
+            _ => {
+                write_packet(&mut raw, seq, &payload);
+            }
+        }
+        if w.socket.write_all(&raw).await.is_err() {
+            break;
+        }
+        sent += 1;
+        // Read what comes; a short wait keeps the test busy rather than waiting on stalls.
+        w.drain(Duration::from_millis(40)).await;
+        if rng.gen_bool(0.3) {
+            break;
+        }
+    }
+    sent
+}
+
+/// 50 well-behaved clients verifying every answer: text queries and `SELECT ? + 1`.
+fn checked_clients(proxy: &ProxyHandle, n: u64, stop: Arc<AtomicBool>) -> Vec<JoinHandle<u64>> {
+    (0..n)
+        .map(|c| {
+            let opts = opts(proxy, "app", "secret", None);
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut conn = Conn::new(opts).await.expect("checker connects");
+                let mut i = 0u64;
+                while i < 3 || !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let want = c * 1_000_000 + i;
+                    if i % 3 == 0 {
+                        let got: Option<u64> = conn
+                            .exec_first("SELECT ? + 1", (want - 1,))
+                            .await
+                            .unwrap_or_else(|e| panic!("checker {c} execute {i} failed: {e}"));
+                        assert_eq!(got, Some(want), "checker {c} got another answer");
+                    } else {
+                        let (n, s): (u64, String) = conn
+                            .query_first(format!(
+                                "SELECT {c} * 1000000 + {i}, CONCAT('c{c}-', {i}, REPEAT('.', {i} % 50))"
+                            ))
+                            .await
+                            .unwrap_or_else(|e| panic!("checker {c} query {i} failed: {e}"))
+                            .expect("one row");
+                        assert_eq!(n, want, "checker {c} got another client's answer");
+                        assert_eq!(s, format!("c{c}-{i}{}", ".".repeat((i % 50) as usize)));
+                    }
+                }
+                conn.disconnect().await.expect("checker disconnects");
+                i
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_fuzz_next_to_50_checked_clients() {
+    count_worker_panics();
+    let secs: u64 = std::env::var("SLUICE_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    let mut cfg = config(8);
+    cfg.max_allowed_packet = 1 << 20;
+    cfg.client_login_timeout = Duration::from_secs(1);
+    let mut fuzz_user = cfg.users[0].clone();
+    fuzz_user.name = "fuzz".into();
+    fuzz_user.password = sluice::config::Secret::new("fuzz-pw".to_string());
+    cfg.users.push(fuzz_user);
+    let proxy = start(cfg).await;
+    let addr = proxy.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let checkers = checked_clients(&proxy, 50, stop.clone());
+    // Warm up (checkers connected, pool open) before the baseline.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let rss_before = vm_rss_kib();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let frames = Arc::new(AtomicU64::new(0));
+    let fuzzers: Vec<_> = (0..10u64)
+        .map(|f| {
+            let frames = frames.clone();
+            tokio::spawn(async move {
+                let mut rng = StdRng::seed_from_u64(0xF022 + f);
+                while Instant::now() < deadline {
+                    let n = fuzz_session(addr, &mut rng).await;
+                    frames.fetch_add(n, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for f in fuzzers {
+        f.await.expect("a fuzzer task panicked");
+    }
+    tokio::time::sleep_until(deadline.into()).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut answers = 0;
+    for t in checkers {
+        answers += t.await.expect("a checker saw a wrong answer or an error");
+    }
+    let ctx = proxy.context().clone();
+    assert!(
+        eventually(Duration::from_secs(5), || ctx.registry.is_empty()).await,
+        "{} sessions still registered after the fuzz",
+        ctx.registry.len()
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || ctx.pool.snapshot().slots_in_use
+            == 0)
+        .await,
+        "execution slots still held: {:?}",
+        ctx.pool.snapshot().slots_in_use
+    );
+    let rss_after = vm_rss_kib();
+    let frames = frames.load(Ordering::Relaxed);
+    eprintln!(
+        "network fuzz: {secs} s, {frames} hostile frames, {answers} checked answers, \
+         VmRSS {rss_before} -> {rss_after} KiB"
+    );
+    assert!(frames > 100, "the fuzzers sent only {frames} frames");
+    // The bound: 1 MiB max_allowed_packet per hostile session plus buffers; 64 MiB of growth
+    // would mean input is being retained.
+    assert!(
+        rss_after < rss_before + 64 * 1024,
+        "VmRSS grew from {rss_before} to {rss_after} KiB"
+    );
+    let mut c = connect(&proxy, None).await;
+    assert_eq!(
+        c.query_first::<u32, _>("SELECT 41 + 1").await.unwrap(),
+        Some(42)
+    );
+    c.disconnect().await.unwrap();
+    assert_eq!(
+        worker_panics(),
+        0,
+        "a tokio worker panicked (see the output above)"
+    );
+    proxy.shutdown().await;
+}
+
+/// A direct connection to a private server (its `bench` account).
+async fn direct_to(server: &dbkit::LocalServer, db: Option<&str>) -> Conn {
+    let o = opts_at(
+        server.addr(),
+        dbkit::server::BENCH_USER,
+        dbkit::server::BENCH_PASSWORD,
+        db,
+    );
+    Conn::new(o)
+        .await
+        .expect("direct connection to the private server")
+}
+
+/// Transactions open on the server, other than the asking connection's own.
+async fn open_transactions(d: &mut Conn) -> Vec<(u64, String)> {
+    d.query(
+        "SELECT trx_mysql_thread_id, trx_state FROM information_schema.innodb_trx \
+         WHERE trx_mysql_thread_id <> CONNECTION_ID()",
+    )
+    .await
+    .expect("innodb_trx")
+}
+
+/// One storm client: logs in, starts something, and vanishes (RST) at a random point.
+async fn abort_somewhere(addr: std::net::SocketAddr, c: u32, rng: &mut StdRng) {
+    let Some(mut w) = Wire::login(addr, "app", "secret").await else {
+        panic!("storm client {c} could not log in");
+    };
+    let pause = Duration::from_millis(rng.gen_range(0..150));
+    let id = c % 200 + 1;
+    let q = |s: String| s.into_bytes();
+    match c % 5 {
+        // Mid-query.
+        0 => {
+            let _ = w.command(0x03, b"SELECT SLEEP(0.5)").await;
+            tokio::time::sleep(pause).await;
+        }
+        // Mid-result: a big result, partly read.
+        1 => {
+            let _ = w
+                .command(
+                    0x03,
+                    b"SELECT a.id, REPEAT('x', 2000) FROM reliab_abort.t a, reliab_abort.t b",
+                )
+                .await;
+            for _ in 0..rng.gen_range(0..50) {
+                if w.packet(Duration::from_secs(2)).await.is_none() {
+                    break;
+                }
+            }
+        }
+        // Mid-transaction: BEGIN and a row lock, then gone (sometimes while the next runs).
+        2 | 4 => {
+            let _ = w.command(0x03, b"BEGIN").await;
+            w.packet(Duration::from_secs(5)).await;
+            let sql = if c % 5 == 2 {
+                format!("UPDATE reliab_abort.t SET v = v + 1 WHERE id = {id}")
+            } else {
+                format!("SELECT * FROM reliab_abort.t WHERE id = {id} FOR UPDATE")
+            };
+            let _ = w.command(0x03, &q(sql)).await;
+            if rng.gen_bool(0.5) {
+                w.drain(Duration::from_millis(300)).await;
+                let _ = w.command(0x03, b"SELECT SLEEP(0.3)").await;
+            }
+            tokio::time::sleep(pause).await;
+        }
+        // Mid-prepare (and sometimes after it, with the statement open).
+        _ => {
+            let _ = w
+                .command(0x16, b"SELECT v FROM reliab_abort.t WHERE id = ?")
+                .await;
+            if rng.gen_bool(0.5) {
+                w.drain(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    drop(w);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_storm_of_200_clients_leaves_no_lock_transaction_or_slot() {
+    count_worker_panics();
+    let server = private_server().await;
+    let mut d = direct_to(&server, None).await;
+    d.query_drop("CREATE DATABASE reliab_abort").await.unwrap();
+    d.query_drop("USE reliab_abort").await.unwrap();
+    d.query_drop("CREATE TABLE reliab_abort.t (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB")
+        .await
+        .unwrap();
+    d.query_drop("INSERT INTO reliab_abort.t SELECT seq, 0 FROM seq_1_to_200")
+        .await
+        .unwrap();
+    let pool_size = 8;
+    let mut cfg = config_for_local(&server, pool_size);
+    cfg.max_backend_connections = 16;
+    let proxy = start(cfg).await;
+    let addr = proxy.local_addr();
+    let tasks: Vec<_> = (0..200u32)
+        .map(|c| {
+            tokio::spawn(async move {
+                let mut rng = StdRng::seed_from_u64(0xAB07 + u64::from(c));
+                abort_somewhere(addr, c, &mut rng).await;
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("a storm client panicked");
+    }
+    let ctx = proxy.context().clone();
+    assert!(
+        eventually(Duration::from_secs(10), || ctx.registry.is_empty()).await,
+        "{} sessions still registered after the storm",
+        ctx.registry.len()
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let s = ctx.pool.snapshot();
+            s.slots_in_use == 0 && s.idle == s.open
+        })
+        .await,
+        "the pool did not settle: {:?}",
+        {
+            let s = ctx.pool.snapshot();
+            (s.slots_in_use, s.open, s.idle, s.waiting)
+        }
+    );
+    let snap = ctx.pool.snapshot();
+    assert!(snap.open <= 16, "{} backends open", snap.open);
+    // No transaction open on the server (the backends' rollbacks may still be running).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let open = open_transactions(&mut d).await;
+        if open.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "transactions left open: {open:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // No row lock: every touched row can be locked at once without waiting.
+    d.query_drop("BEGIN").await.unwrap();
+    let locked: Vec<u32> = d
+        .query("SELECT id FROM reliab_abort.t FOR UPDATE NOWAIT")
+        .await
+        .expect("a row is still locked");
+    assert_eq!(locked.len(), 200);
+    d.query_drop("ROLLBACK").await.unwrap();
+    // The aborted transactions were rolled back: only committed effects count, and none
+    // of the storm's UPDATEs committed.
+    let sum: Option<i64> = d
+        .query_first("SELECT CAST(SUM(v) AS SIGNED) FROM reliab_abort.t")
+        .await
+        .unwrap();
+    assert_eq!(sum, Some(0), "an aborted client's UPDATE was committed");
+    let recycled =
+        ctx.stats.recycles_by(RecycleOutcome::Reset) + ctx.stats.recycles_by(RecycleOutcome::Close);
+    assert!(
+        recycled > 0,
+        "no backend was reset or closed after 200 aborts"
+    );
+    eprintln!(
+        "abort storm: 200 clients, recycles reset={} close={} release={}, backends open={}",
+        ctx.stats.recycles_by(RecycleOutcome::Reset),
+        ctx.stats.recycles_by(RecycleOutcome::Close),
+        ctx.stats.recycles_by(RecycleOutcome::Release),
+        snap.open
+    );
+    // Sluice still serves.
+    let mut c = Conn::new(opts_at(addr, "app", "secret", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.query_first::<u32, _>("SELECT 41 + 1").await.unwrap(),
+        Some(42)
+    );
+    c.disconnect().await.unwrap();
+    assert_eq!(
+        worker_panics(),
+        0,
+        "a tokio worker panicked (see the output above)"
+    );
+    d.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+const ACCOUNTS: u32 = 50;
+const START_BALANCE: i64 = 1000;
+
+/// What the ledger clients saw, by transfer uuid.
+#[derive(Default)]
+struct Book {
+    /// COMMIT answered OK.
+    committed: HashSet<String>,
+    /// COMMIT sent, but no answer (the connection broke): may or may not have committed.
+    in_doubt: HashSet<String>,
+}
+
+/// One statement with a deadline; Err(true) if the connection is gone (or the answer never
+/// came), Err(false) for an ERR answer.
+async fn run(conn: &mut Conn, sql: String) -> Result<(), bool> {
+    match tokio::time::timeout(Duration::from_secs(10), conn.query_drop(sql)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(mysql_async::Error::Server(_))) => Err(false),
+        Ok(Err(_)) | Err(_) => Err(true),
+    }
+}
+
+/// One transfer; Err(true) if the connection is gone, Err(false) for an ERR answer.
+async fn transfer(
+    conn: &mut Conn,
+    book: &Mutex<Book>,
+    uuid: &str,
+    rng: &mut StdRng,
+) -> Result<(), bool> {
+    let from = rng.gen_range(1..=ACCOUNTS);
+    let to = (from + rng.gen_range(1..ACCOUNTS) - 1) % ACCOUNTS + 1;
+    let amount = rng.gen_range(1..50);
+    run(conn, "BEGIN".into()).await?;
+    run(
+        conn,
+        format!("UPDATE accounts SET balance = balance - {amount} WHERE id = {from}"),
+    )
+    .await?;
+    run(
+        conn,
+        format!("UPDATE accounts SET balance = balance + {amount} WHERE id = {to}"),
+    )
+    .await?;
+    run(
+        conn,
+        format!("INSERT INTO journal VALUES ('{uuid}', {from}, {to}, {amount})"),
+    )
+    .await?;
+    book.lock().unwrap().in_doubt.insert(uuid.to_string());
+    match run(conn, "COMMIT".into()).await {
+        Ok(()) => {
+            let mut b = book.lock().unwrap();
+            b.in_doubt.remove(uuid);
+            b.committed.insert(uuid.to_string());
+            Ok(())
+        }
+        // An ERR to COMMIT means the server answered; the transaction did not commit.
+        Err(false) => {
+            book.lock().unwrap().in_doubt.remove(uuid);
+            Err(false)
+        }
+        Err(true) => Err(true),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledger_survives_killed_clients_a_backend_restart_and_a_pause() {
+    count_worker_panics();
+    let mut server = private_server().await;
+    let mut d = direct_to(&server, None).await;
+    d.query_drop("CREATE DATABASE ledger").await.unwrap();
+    d.query_drop("USE ledger").await.unwrap();
+    d.query_drop(
+        "CREATE TABLE ledger.accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL) ENGINE=InnoDB",
+    )
+    .await
+    .unwrap();
+    d.query_drop(
+        "CREATE TABLE ledger.journal (uuid VARCHAR(40) PRIMARY KEY, src INT, dst INT, \
+         amount INT) ENGINE=InnoDB",
+    )
+    .await
+    .unwrap();
+    d.query_drop(format!(
+        "INSERT INTO ledger.accounts SELECT seq, {START_BALANCE} FROM seq_1_to_{ACCOUNTS}"
+    ))
+    .await
+    .unwrap();
+    d.disconnect().await.unwrap();
+    let mut cfg = config_for_local(&server, 8);
+    cfg.connect_timeout = Duration::from_secs(1);
+    cfg.max_backend_connections = 16;
+    let proxy = start(cfg).await;
+    let addr = proxy.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let book = Arc::new(Mutex::new(Book::default()));
+    let kills = Arc::new(AtomicU64::new(0));
+    let clients: Vec<_> = (0..64u64)
+        .map(|c| {
+            let (stop, book, kills) = (stop.clone(), book.clone(), kills.clone());
+            tokio::spawn(async move {
+                let mut rng = StdRng::seed_from_u64(0x1ED6 + c);
+                let opts = opts_at(addr, "app", "secret", Some("ledger"));
+                let mut conn: Option<Conn> = None;
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut current = match conn.take() {
+                        Some(c) => c,
+                        None => match Conn::new(opts.clone()).await {
+                            Ok(c) => c,
+                            Err(_) => {
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                                continue;
+                            }
+                        },
+                    };
+                    n += 1;
+                    let uuid = format!("c{c}-{n}");
+                    if rng.gen_ratio(1, 25) {
+                        // Killed mid-transaction: the connection vanishes after some of the
+                        // statements, before COMMIT.
+                        // (Only after a BEGIN that worked: otherwise the UPDATE would
+                        // autocommit, rightly.)
+                        if current.query_drop("BEGIN").await.is_ok() {
+                            let _ = current
+                                .query_drop(format!(
+                                    "UPDATE accounts SET balance = balance - 1 WHERE id = {}",
+                                    rng.gen_range(1..=ACCOUNTS)
+                                ))
+                                .await;
+                        }
+                        kills.fetch_add(1, Ordering::Relaxed);
+                        drop(current);
+                        continue;
+                    }
+                    match transfer(&mut current, &book, &uuid, &mut rng).await {
+                        Ok(()) => conn = Some(current),
+                        Err(false) => {
+                            // Deadlock or lock wait timeout: the server rolled back (or will).
+                            let _ = current.query_drop("ROLLBACK").await;
+                            conn = Some(current);
+                        }
+                        Err(true) => {
+                            // The connection broke: start over on a new one, as an app would.
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    }
+                }
+                if let Some(c) = conn {
+                    let _ = c.disconnect().await;
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let server = tokio::task::spawn_blocking(move || {
+        server.restart().expect("the server restarts on its port");
+        server
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.pause();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    server.resume();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in clients {
+        t.await.expect("a ledger client panicked");
+    }
+    let mut d = direct_to(&server, Some("ledger")).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let open = open_transactions(&mut d).await;
+        if open.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "transactions left open: {open:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let total: i64 = d
+        .query_first("SELECT CAST(SUM(balance) AS SIGNED) FROM accounts")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        total,
+        i64::from(ACCOUNTS) * START_BALANCE,
+        "money appeared or vanished"
+    );
+    let journal: HashSet<String> = d
+        .query::<String, _>("SELECT uuid FROM journal")
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    let book = book.lock().unwrap();
+    let lost: Vec<_> = book.committed.difference(&journal).collect();
+    assert!(
+        lost.is_empty(),
+        "COMMITs answered OK but not in the journal: {lost:?}"
+    );
+    let phantom: Vec<_> = journal
+        .iter()
+        .filter(|u| !book.committed.contains(*u) && !book.in_doubt.contains(*u))
+        .collect();
+    assert!(
+        phantom.is_empty(),
+        "journal rows nobody committed: {phantom:?}"
+    );
+    // Journal and balances agree: each committed transfer moved exactly its amount.
+    let net: Vec<(u32, i64)> = d
+        .query(format!(
+            "SELECT id, CAST(balance - {START_BALANCE} AS SIGNED) FROM accounts ORDER BY id"
+        ))
+        .await
+        .unwrap();
+    let moved: Vec<(u32, i64)> = d
+        .query(
+            "SELECT a.id, CAST(COALESCE((SELECT SUM(amount) FROM journal WHERE dst = a.id), 0) \
+             - COALESCE((SELECT SUM(amount) FROM journal WHERE src = a.id), 0) AS SIGNED) \
+             FROM accounts a ORDER BY a.id",
+        )
+        .await
+        .unwrap();
+    assert_eq!(net, moved, "balances disagree with the journal");
+    let committed = book.committed.len();
+    eprintln!(
+        "ledger: {committed} commits confirmed, {} in doubt ({} of them committed), {} clients killed",
+        book.in_doubt.len(),
+        book.in_doubt.intersection(&journal).count(),
+        kills.load(Ordering::Relaxed)
+    );
+    assert!(committed > 100, "only {committed} transfers committed");
+    assert_eq!(
+        worker_panics(),
+        0,
+        "a tokio worker panicked (see the output above)"
+    );
+    d.disconnect().await.unwrap();
+    proxy.shutdown().await;
+    drop(server);
+}
