@@ -178,7 +178,7 @@ pub fn count_worker_panics() {
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            // Tokio names its workers "tokio-rt-worker" since 1.50, "tokio-runtime-worker" before.
+            // Recent tokio names its workers "tokio-rt-worker", older ones "tokio-runtime-worker".
             let name = std::thread::current().name().map(str::to_owned);
             if matches!(
                 name.as_deref(),
