@@ -246,10 +246,25 @@ pub fn render(rep: &Report) -> String {
 /// The operator's takeaway: where the knee is, which pool size to run, and what to expect there.
 fn recommendation(out: &mut String, rep: &Report) {
     let a = rep.rows_of("A");
-    let Some((peak, worst, ..)) = collapse_of(&a) else { return };
+    let Some((peak, worst, ..)) = collapse_of(&a) else {
+        return;
+    };
+    // The knee: the fewest connections that already reach 95 % of the best throughput (the
+    // exact maximum is often a noisy point further right).
+    let knee = a
+        .iter()
+        .filter(|r| r.qps >= 0.95 * peak.qps)
+        .min_by_key(|r| r.clients)
+        .map(|r| (*r).clone())
+        .unwrap_or(peak);
+    let peak = knee;
     let px = rep.rows_of("proxy");
     let c = rep.rows_of("C");
-    let (source, rows) = if px.is_empty() { ("the in-process pool", c) } else { ("sluice", px) };
+    let (source, rows) = if px.is_empty() {
+        ("the in-process pool", c)
+    } else {
+        ("sluice", px)
+    };
     let Some(best) = best_pool(&rows) else { return };
     let p = best.pool_size.unwrap_or(0);
     let _ = writeln!(out, "\nRecommendation");

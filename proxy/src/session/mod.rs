@@ -144,7 +144,7 @@ impl Session {
             u.clone_from(&user.name);
         }
         Session {
-            hard_stop: Box::pin(ctx.hard_stop.clone().cancelled_owned()),
+            hard_stop: Box::pin(ctx.hard_stop.child_token().cancelled_owned()),
             ctx,
             client,
             caps,
@@ -177,9 +177,9 @@ impl Session {
 
     /// The command loop. Shutdown and KILL CONNECTION end it between statements.
     async fn run(&mut self) -> ClientCloseReason {
-        // Registered once, not per command: every session shares the shutdown token, and
-        // re-registering on each statement would serialise them on its lock.
-        let shutdown = self.ctx.shutdown.clone().cancelled_owned();
+        // A child token per session, registered once: polling the shared token itself would
+        // make every session take the same lock on every command.
+        let shutdown = self.ctx.shutdown.child_token().cancelled_owned();
         let killed = self.reg.info.kill.clone().cancelled_owned();
         tokio::pin!(shutdown, killed);
         loop {
