@@ -76,11 +76,13 @@ impl MovableState {
     }
 }
 
-/// Variables sluice itself manages on its backends (the session trackers, and the
-/// pseudo_thread_id behind CONNECTION_ID()); they are never part of a client's state.
+/// Variables sluice itself manages on its backends (the session trackers, the
+/// pseudo_thread_id behind CONNECTION_ID() and the value behind LAST_INSERT_ID()); they are
+/// never replayed as part of a client's state.
 pub fn is_tracker_variable(name: &[u8]) -> bool {
     (name.len() >= 14 && name[..14].eq_ignore_ascii_case(b"session_track_"))
         || name.eq_ignore_ascii_case(b"pseudo_thread_id")
+        || name.eq_ignore_ascii_case(b"last_insert_id")
 }
 
 /// Why a backend may not simply go back to the idle list.
@@ -112,6 +114,8 @@ pub struct BackendConn {
     /// The id CONNECTION_ID() currently returns here (`pseudo_thread_id`); starts as the
     /// server's own thread id.
     pub pseudo_id: u32,
+    /// What LAST_INSERT_ID() returns here (the last id an OK reported on this connection).
+    pub last_insert_id: u64,
     pub server_version: Vec<u8>,
     /// Prepared statements held on this connection (shared by every client it serves).
     pub stmts: BackendStmts,
@@ -170,6 +174,7 @@ impl BackendConn {
             last_used: Instant::now(),
             statements: 0,
             pseudo_id: hs.connection_id,
+            last_insert_id: 0,
             server_version: hs.server_version.clone(),
             stmts: BackendStmts::default(),
         };
@@ -323,6 +328,7 @@ impl BackendConn {
         self.state.vars.clear();
         self.stmts.clear();
         self.pseudo_id = self.thread_id;
+        self.last_insert_id = 0;
         self.health = Health::Clean;
         Ok(())
     }

@@ -120,6 +120,11 @@ impl Session {
             return;
         };
         backend.statements += 1;
+        if summary.last_insert_id != 0 {
+            self.state.last_insert_id = summary.last_insert_id;
+            backend.last_insert_id = summary.last_insert_id;
+        }
+        self.state.warnings_pending = summary.warnings > 0;
         backend.state.apply(&summary.state_changes);
         self.state.movable.apply(&summary.state_changes);
         let mut pins = Vec::new();

@@ -232,6 +232,9 @@ impl Session {
         if class.is_some_and(|c| c.effects.connection_id) {
             self.present_connection_id().await;
         }
+        if class.is_some_and(|c| c.effects.last_insert_id_read) {
+            self.present_last_insert_id().await;
+        }
         if let Some(summary) = self.relay_on_backend(packet, kind, None).await? {
             self.after_statement(&summary, class);
         }
@@ -479,6 +482,28 @@ impl Session {
                     String::from_utf8_lossy(&e.message)
                 )
             }
+            Err(_) => b.health = Health::Broken,
+        }
+    }
+
+    /// LAST_INSERT_ID() must return the id of the session's own last insert, which may have
+    /// run on another backend: set it there first (one extra round trip, only for statements
+    /// that read it).
+    async fn present_last_insert_id(&mut self) {
+        let id = self.state.last_insert_id;
+        let Some(b) = self.backend.as_mut() else {
+            return;
+        };
+        if b.last_insert_id == id {
+            return;
+        }
+        let sql = format!("SET @@SESSION.last_insert_id = {id}");
+        match b
+            .run_simple(&crate::conn::backend::query_payload(sql.as_bytes()))
+            .await
+        {
+            Ok(Ok(_)) => b.last_insert_id = id,
+            Ok(Err(_)) => {}
             Err(_) => b.health = Health::Broken,
         }
     }

@@ -17,6 +17,11 @@ pub struct SessionState {
     pub named_locks: u32,
     /// LOCK TABLES or FLUSH TABLES WITH READ LOCK in force.
     pub table_locks: bool,
+    /// What LAST_INSERT_ID() must return for this session.
+    pub last_insert_id: u64,
+    /// The last statement left warnings: the next one (SHOW WARNINGS, GET DIAGNOSTICS,
+    /// @@warning_count) must run on the same backend to see them.
+    pub warnings_pending: bool,
 }
 
 impl SessionState {
@@ -30,6 +35,8 @@ impl SessionState {
             pins: 0,
             named_locks: 0,
             table_locks: false,
+            last_insert_id: 0,
+            warnings_pending: false,
         }
     }
 
@@ -45,7 +52,7 @@ impl SessionState {
 
     /// The session's backend carries state that cannot move.
     pub fn needs_backend(&self) -> bool {
-        self.holds_slot() || self.pins != 0
+        self.holds_slot() || self.pins != 0 || self.warnings_pending
     }
 
     /// Adds a pin reason; true if the session was not pinned for that reason before.
@@ -75,6 +82,8 @@ impl SessionState {
         self.pins = 0;
         self.named_locks = 0;
         self.table_locks = false;
+        self.last_insert_id = 0;
+        self.warnings_pending = false;
     }
 
     /// The backend died: the transaction, locks and pinned state died with it. Schema and
@@ -86,6 +95,7 @@ impl SessionState {
         self.pins = 0;
         self.named_locks = 0;
         self.table_locks = false;
+        self.warnings_pending = false;
     }
 
     /// Status flags for an OK that sluice answers itself.

@@ -479,3 +479,51 @@ async fn prepared_statements_are_shared_without_pinning() {
     );
     proxy.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_and_last_insert_id_follow_the_session() {
+    fresh_db("t_diag").await;
+    direct(Some("t_diag"))
+        .await
+        .query_drop("CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v TINYINT)")
+        .await
+        .unwrap();
+    let proxy = start(config(3)).await;
+    let mut a = connect(&proxy, Some("t_diag")).await;
+    let mut others = Vec::new();
+    for _ in 0..3 {
+        others.push(connect(&proxy, Some("t_diag")).await);
+    }
+    for round in 0..20usize {
+        a.query_drop("SET sql_mode = ''").await.unwrap();
+        // A truncation warning, then other clients run, then SHOW WARNINGS.
+        a.query_drop("INSERT INTO t (v) VALUES (1000)")
+            .await
+            .unwrap();
+        let id = a.last_insert_id().unwrap();
+        for o in others.iter_mut() {
+            o.query_drop("INSERT INTO t (v) VALUES (1)").await.unwrap();
+        }
+        let warnings: Vec<(String, u32, String)> = a.query("SHOW WARNINGS").await.unwrap();
+        assert_eq!(warnings.len(), 1, "round {round}: {warnings:?}");
+        assert_eq!(warnings[0].1, 1264, "out of range warning");
+        let lid: u64 = a
+            .query_first("SELECT LAST_INSERT_ID()")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(lid, id, "round {round}");
+        let _: Option<u8> = others[round % 3].query_first("SELECT 1").await.unwrap();
+        let lid: u64 = a
+            .query_first("SELECT LAST_INSERT_ID()")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(lid, id, "round {round}, after others ran");
+    }
+    a.disconnect().await.unwrap();
+    for o in others {
+        o.disconnect().await.unwrap();
+    }
+    proxy.shutdown().await;
+}
