@@ -372,6 +372,8 @@ fn server_settings(
     }
     set("datadir", p(&dir.join("data")));
     set("socket", p(&dir.join("mysql.sock")));
+    // A private tmpdir: servers started side by side must not share temporary-table files.
+    set("tmpdir", p(&dir.join("tmp")));
     set("pid-file", p(&dir.join("mysqld.pid")));
     set("log-error", p(&dir.join("error.log")));
     set("init-file", p(init_file));
@@ -412,8 +414,13 @@ fn init_datadir(binary: &Path, flavor: Flavor, datadir: &Path, dir: &Path) -> Re
             })?;
             tool = install.display().to_string();
             cmd = Command::new(&install);
+            let tmp = dir.join("tmp");
+            std::fs::create_dir_all(&tmp)
+                .map_err(|e| Error::io("creating the server tmpdir", e))?;
             cmd.arg("--no-defaults")
                 .arg(format!("--datadir={}", datadir.display()))
+                // Concurrent initialisations collide on temporary-table files in a shared /tmp.
+                .arg(format!("--tmpdir={}", tmp.display()))
                 .arg("--auth-root-authentication-method=normal")
                 .arg("--skip-test-db")
                 .arg("--skip-name-resolve");
@@ -429,9 +436,13 @@ fn init_datadir(binary: &Path, flavor: Flavor, datadir: &Path, dir: &Path) -> Re
         Flavor::MySql => {
             tool = format!("{} --initialize-insecure", binary.display());
             cmd = Command::new(binary);
+            let tmp = dir.join("tmp");
+            std::fs::create_dir_all(&tmp)
+                .map_err(|e| Error::io("creating the server tmpdir", e))?;
             cmd.arg("--no-defaults")
                 .arg("--initialize-insecure")
-                .arg(format!("--datadir={}", datadir.display()));
+                .arg(format!("--datadir={}", datadir.display()))
+                .arg(format!("--tmpdir={}", tmp.display()));
         }
     }
     if is_root() {
