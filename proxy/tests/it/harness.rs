@@ -48,18 +48,7 @@ pub fn init_logs() {
 
 /// Client options for sluice at `proxy` (never via a Unix socket: that would bypass it).
 pub fn opts(proxy: &ProxyHandle, user: &str, password: &str, db: Option<&str>) -> Opts {
-    let addr = proxy.local_addr();
-    OptsBuilder::default()
-        .ip_or_hostname(addr.ip().to_string())
-        .tcp_port(addr.port())
-        .user(Some(user))
-        .pass(Some(password))
-        .db_name(db)
-        .prefer_socket(false)
-        .max_allowed_packet(Some(64 << 20))
-        .wait_timeout(Some(28800))
-        .stmt_cache_size(0)
-        .into()
+    opts_at(proxy.local_addr(), user, password, db).into()
 }
 
 pub async fn connect(proxy: &ProxyHandle, db: Option<&str>) -> Conn {
