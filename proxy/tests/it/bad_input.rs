@@ -259,18 +259,7 @@ impl Checkers {
 
 /// Afterwards: no panic, every client gone, no slot held, and sluice still serves.
 async fn assert_healthy(proxy: &ProxyHandle) {
-    let ctx = proxy.context().clone();
-    assert!(
-        eventually(Duration::from_secs(3), || ctx.registry.is_empty()).await,
-        "{} client sessions still registered",
-        ctx.registry.len()
-    );
-    assert!(
-        eventually(Duration::from_secs(3), || ctx.pool.snapshot().slots_in_use
-            == 0)
-        .await,
-        "execution slots still in use"
-    );
+    assert_drained(proxy, Duration::from_secs(3)).await;
     let mut c = connect(proxy, None).await;
     assert_eq!(
         c.query_first::<u32, _>("SELECT 41 + 1").await.unwrap(),

@@ -198,3 +198,18 @@ pub async fn eventually(within: Duration, mut cond: impl FnMut() -> bool) -> boo
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Every session is gone and no execution slot is held (waits up to `within` for both).
+pub async fn assert_drained(proxy: &ProxyHandle, within: std::time::Duration) {
+    let ctx = proxy.context().clone();
+    assert!(
+        eventually(within, || ctx.registry.is_empty()).await,
+        "{} client sessions still registered",
+        ctx.registry.len()
+    );
+    assert!(
+        eventually(within, || ctx.pool.snapshot().slots_in_use == 0).await,
+        "execution slots still in use: {}",
+        ctx.pool.snapshot().slots_in_use
+    );
+}

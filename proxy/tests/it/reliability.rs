@@ -314,19 +314,7 @@ async fn network_fuzz_next_to_50_checked_clients() {
     for t in checkers {
         answers += t.await.expect("a checker saw a wrong answer or an error");
     }
-    let ctx = proxy.context().clone();
-    assert!(
-        eventually(Duration::from_secs(5), || ctx.registry.is_empty()).await,
-        "{} sessions still registered after the fuzz",
-        ctx.registry.len()
-    );
-    assert!(
-        eventually(Duration::from_secs(3), || ctx.pool.snapshot().slots_in_use
-            == 0)
-        .await,
-        "execution slots still held: {:?}",
-        ctx.pool.snapshot().slots_in_use
-    );
+    assert_drained(&proxy, Duration::from_secs(5)).await;
     let rss_after = vm_rss_kib();
     let frames = frames.load(Ordering::Relaxed);
     eprintln!(
