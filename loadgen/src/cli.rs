@@ -40,6 +40,9 @@ pub enum Command {
     Proxy,
     /// `SELECT 1` latency and CPU, direct vs through sluice, at 1 and 64 clients.
     Overhead,
+    /// Experiment D: 4 active clients while N idle connections (IDLE_LEVELS) are held open,
+    /// directly at the server and through sluice.
+    Idle,
     /// Create and seed `reads_test`, then exit (keeps nothing running).
     Seed,
 }
@@ -56,6 +59,7 @@ impl Command {
             Command::Open => "open",
             Command::Proxy => "proxy",
             Command::Overhead => "overhead",
+            Command::Idle => "idle",
             Command::Seed => "seed",
         }
     }

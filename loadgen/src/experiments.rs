@@ -16,6 +16,12 @@ use crate::report::Report;
 use crate::settings::Settings;
 use crate::workload::{self, conn_opts, Workload};
 
+/// Experiment D: idle connections held open while the active clients run (the seed study's
+/// 0..1500).
+pub const IDLE_LEVELS: &[usize] = &[0, 20, 100, 500, 1000, 1500];
+/// Experiment D: active clients, as in the seed study (a pool of 4).
+const IDLE_ACTIVE_CLIENTS: usize = 4;
+
 /// Serial queries in the calibration (the issue asks for at least 500).
 const CALIBRATION_QUERIES: u64 = 500;
 
@@ -48,6 +54,7 @@ pub fn planned(s: &Settings) -> Duration {
         Command::Pool | Command::Proxy => s.pool_sizes.len(),
         Command::Open => 2 * s.open_fractions.len() + 4,
         Command::Overhead => 4,
+        Command::Idle => 2 * IDLE_LEVELS.len(),
         Command::Calibrate | Command::Seed => 0,
     };
     per * levels as u32
@@ -94,6 +101,7 @@ impl Run<'_> {
             }
             Command::Proxy => self.proxy().await?,
             Command::Overhead => self.overhead().await?,
+            Command::Idle => self.idle().await?,
             Command::Bench { .. } => {
                 self.calibrate().await?;
                 self.curve(&self.s.conc_levels.clone()).await?;
@@ -111,6 +119,57 @@ impl Run<'_> {
             workload,
             seed: self.s.seed,
         })
+    }
+
+    /// Experiment D, the seed's idle-connections study: for each N in IDLE_LEVELS, N
+    /// connections log in and stay idle while 4 clients run the query; directly at the server,
+    /// then through sluice (where idle clients hold no server connection at all).
+    async fn idle(&mut self) -> Result<()> {
+        let server = self.server_url.clone();
+        self.idle_at("direct", &server, None).await?;
+        #[cfg(feature = "proxy")]
+        {
+            let backend_addr = dbkit::TestServer::from_url(&self.server_url)
+                .map(|t| format!("{}:{}", t.host, t.port))
+                .map_err(anyhow::Error::msg)?;
+            let proxy = crate::proxy_mode::InProcessProxy::start(
+                &backend_addr,
+                IDLE_ACTIVE_CLIENTS,
+                &self.s.loadgen_cpus,
+            )
+            .await?;
+            let r = self
+                .idle_at("proxy", &proxy.url(), Some(IDLE_ACTIVE_CLIENTS))
+                .await;
+            proxy.stop().await;
+            r?;
+        }
+        Ok(())
+    }
+
+    async fn idle_at(
+        &mut self,
+        target: &'static str,
+        url: &str,
+        pool: Option<usize>,
+    ) -> Result<()> {
+        let ctx = self.ctx(url, Some(self.workload))?;
+        self.cache.close().await;
+        for &n in IDLE_LEVELS {
+            let idle = crate::level::open_conns(&ctx.load, n)
+                .await
+                .with_context(|| format!("opening {n} idle connections to {target}"))?;
+            let mut spec = self.spec("D", target, Mode::Direct, IDLE_ACTIVE_CLIENTS);
+            spec.idle_conns = Some(n);
+            spec.proxy_pool = pool;
+            let mut cache = ConnCache::default();
+            let label = format!("D: {IDLE_ACTIVE_CLIENTS} active, {n} idle, {target}");
+            let r = self.measure_with(&ctx, spec, label, &mut cache).await;
+            cache.close().await;
+            crate::level::close_conns(idle).await;
+            r?;
+        }
+        Ok(())
     }
 
     async fn calibrate(&mut self) -> Result<()> {
@@ -210,6 +269,7 @@ impl Run<'_> {
             rate_fraction: None,
             warmup: self.s.warmup,
             window: self.s.window,
+            idle_conns: None,
         }
     }
 

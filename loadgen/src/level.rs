@@ -65,6 +65,8 @@ pub struct LevelSpec {
     pub warmup: Duration,
     /// The measured window.
     pub window: Duration,
+    /// Experiment D: idle connections held open at the target during the level.
+    pub idle_conns: Option<usize>,
 }
 
 /// Where and what to query.
@@ -116,6 +118,8 @@ pub struct LevelResult {
     pub loadgen_cpu_pct: f64,
     pub loadgen_rss_mib: f64,
     pub proxy_cpu_us_per_query: Option<f64>,
+    /// Experiment D: idle connections held open at the target (empty elsewhere).
+    pub idle_conns: Option<usize>,
 }
 
 /// The pool of experiment C: P connections behind a FIFO semaphore.
@@ -504,5 +508,6 @@ pub async fn run_level(
         loadgen_cpu_pct: loadgen_ns as f64 / 1e9 / window_s * 100.0,
         loadgen_rss_mib: rss,
         proxy_cpu_us_per_query: (spec.target == "proxy").then(|| per_query_us(proxy_ns)),
+        idle_conns: spec.idle_conns,
     })
 }

@@ -45,6 +45,7 @@ const COLUMNS: &[&str] = &[
     "loadgen_cpu_pct",
     "loadgen_rss_mib",
     "proxy_cpu_us_per_query",
+    "idle_conns",
 ];
 
 /// Columns that may be empty, and when.
@@ -53,6 +54,7 @@ fn may_be_empty(col: &str, row: &HashMap<String, String>) -> bool {
         "pool_size" => row["target"] == "direct",
         "rate_fraction" | "offered_qps" => row["arrival"] == "closed",
         "proxy_cpu_us_per_query" => row["target"] != "proxy",
+        "idle_conns" => row["experiment"] != "D",
         _ => false,
     }
 }

@@ -18,6 +18,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("O", "expO_openloop.csv"),
     ("proxy", "expC_proxy.csv"),
     ("overhead", "overhead.csv"),
+    ("D", "expD_idle.csv"),
 ];
 
 /// The results of one run, and the folder they go to.

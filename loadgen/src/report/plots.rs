@@ -60,7 +60,67 @@ pub fn draw_all(rep: &Report) -> Result<Vec<String>> {
         open_loop(&rep.dir.join("openloop_latency.svg"), &o)?;
         written.push("openloop_latency.svg".into());
     }
+    let d = rep.rows_of("D");
+    if !d.is_empty() {
+        idle(&rep.dir.join("idle_connections.svg"), &d)?;
+        written.push("idle_connections.svg".into());
+    }
     Ok(written)
+}
+
+/// Experiment D: QPS of the active clients against idle connections held, direct vs sluice.
+fn idle(path: &Path, rows: &[&LevelResult]) -> Result<()> {
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let xmax = rows.iter().filter_map(|r| r.idle_conns).max().unwrap_or(1) as f64 * 1.05 + 1.0;
+    let ymax = rows.iter().map(|r| r.qps).fold(1.0, f64::max) * 1.15;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "Active throughput vs idle connections held",
+            ("sans-serif", 22),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("idle connections")
+        .y_desc("queries per second (active clients)")
+        .draw()
+        .map_err(err)?;
+    for (i, target) in ["direct", "proxy"].into_iter().enumerate() {
+        let pts: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.target == target)
+            .map(|r| (r.idle_conns.unwrap_or(0) as f64, r.qps))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let color = COLORS[i % COLORS.len()];
+        let label = if target == "proxy" {
+            "through sluice"
+        } else {
+            "direct"
+        };
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .map_err(err)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+            .map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
 }
 
 fn log_x_range(rows: &[&LevelResult]) -> (f64, f64) {

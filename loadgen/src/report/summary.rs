@@ -237,6 +237,34 @@ pub fn render(rep: &Report) -> String {
         }
     }
 
+    let d = rep.rows_of("D");
+    if !d.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nExperiment D: {} active clients while N idle connections are held open",
+            d[0].clients
+        );
+        table(&mut out, &d, "target@idle", |r| {
+            format!("{}@{}", r.target, r.idle_conns.unwrap_or(0))
+        });
+        for target in ["direct", "proxy"] {
+            let rows: Vec<&&LevelResult> = d.iter().filter(|r| r.target == target).collect();
+            if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
+                let _ = writeln!(
+                    out,
+                    "{target}: {:.0} QPS with {} idle, {:.0} QPS with {} idle ({:.0}% of it); p99 {:.2} -> {:.2} ms.",
+                    first.qps, first.idle_conns.unwrap_or(0), last.qps, last.idle_conns.unwrap_or(0),
+                    100.0 * ratio(last.qps, first.qps), first.p99_ms, last.p99_ms
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "The seed study saw a large drop with idle connections; read the direct ratio above to see whether it\n\
+             reproduces on this server. Through sluice the idle clients hold no server connection at all."
+        );
+    }
+
     fairness_words(&mut out, &rep.rows);
     loadgen_cost(&mut out, &rep.rows);
     recommendation(&mut out, rep);
