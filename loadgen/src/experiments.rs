@@ -392,21 +392,13 @@ impl Run<'_> {
 
     #[cfg(feature = "proxy")]
     async fn overhead(&mut self) -> Result<()> {
-        let backend_addr = dbkit::TestServer::from_url(&self.server_url)
-            .map(|t| format!("{}:{}", t.host, t.port))
-            .map_err(anyhow::Error::msg)?;
+        let server = dbkit::TestServer::from_url(&self.server_url).map_err(anyhow::Error::msg)?;
+        let backend_addr = format!("{}:{}", server.host, server.port);
         let direct = self.ctx(&self.server_url, None)?;
-        let mut p50 = [0.0f64; 2];
-        let mut cpu64 = None;
+        // [direct, bare relay, sluice] p50 at 1 client, and relay/sluice CPU per query at 64.
+        let mut p50 = [0.0f64; 3];
+        let mut cpu64 = [None, None];
         for clients in [1usize, 64] {
-            // P = clients: no pool queueing, so the difference is the relay alone.
-            let proxy = crate::proxy_mode::InProcessProxy::start(
-                &backend_addr,
-                clients,
-                &self.s.loadgen_cpus,
-            )
-            .await?;
-            let via = self.ctx(&proxy.url(), None)?;
             let spec = self.spec("overhead", "direct", Mode::Direct, clients);
             self.measure(
                 &direct,
@@ -416,6 +408,38 @@ impl Run<'_> {
             .await?;
             self.cache.close().await;
             let direct_p50 = self.report.rows.last().map(|r| r.p50_ms).unwrap_or(0.0);
+
+            let floor =
+                crate::relay_floor::RelayFloor::start(&backend_addr, &self.s.loadgen_cpus).await?;
+            let url = self
+                .server_url
+                .replacen(&backend_addr, &floor.addr().to_string(), 1);
+            let via_floor = self.ctx(&url, None)?;
+            let spec = self.spec("overhead", "relay", Mode::Direct, clients);
+            let mut cache = ConnCache::default();
+            let r = self
+                .measure_with(
+                    &via_floor,
+                    spec,
+                    format!("SELECT 1: {clients} clients, bare TCP relay"),
+                    &mut cache,
+                )
+                .await;
+            cache.close().await;
+            drop(floor);
+            r?;
+            let floor_row = self.report.rows.last();
+            let floor_p50 = floor_row.map(|r| r.p50_ms).unwrap_or(0.0);
+            let floor_cpu = floor_row.and_then(|r| r.proxy_cpu_us_per_query);
+
+            // P = clients: no pool queueing, so the difference is the relay alone.
+            let proxy = crate::proxy_mode::InProcessProxy::start(
+                &backend_addr,
+                clients,
+                &self.s.loadgen_cpus,
+            )
+            .await?;
+            let via = self.ctx(&proxy.url(), None)?;
             let mut spec = self.spec("overhead", "proxy", Mode::Direct, clients);
             spec.proxy_pool = Some(clients);
             let mut cache = ConnCache::default();
@@ -432,24 +456,35 @@ impl Run<'_> {
             r?;
             let last = self.report.rows.last();
             if clients == 1 {
-                p50 = [direct_p50, last.map(|r| r.p50_ms).unwrap_or(0.0)];
+                p50 = [direct_p50, floor_p50, last.map(|r| r.p50_ms).unwrap_or(0.0)];
             } else {
-                cpu64 = last.and_then(|r| r.proxy_cpu_us_per_query);
+                cpu64 = [floor_cpu, last.and_then(|r| r.proxy_cpu_us_per_query)];
             }
         }
-        self.report
-            .meta("overhead_direct_p50_ms_1_client", format!("{:.4}", p50[0]));
-        self.report
-            .meta("overhead_sluice_p50_ms_1_client", format!("{:.4}", p50[1]));
-        self.report.meta(
-            "overhead_added_p50_ms_1_client",
-            format!("{:.4}", p50[1] - p50[0]),
-        );
-        if let Some(cpu) = cpu64 {
-            self.report.meta(
-                "overhead_sluice_cpu_us_per_query_64_clients",
-                format!("{cpu:.2}"),
-            );
+        let meta = [
+            ("overhead_direct_p50_ms_1_client", Some(p50[0])),
+            ("overhead_relay_p50_ms_1_client", Some(p50[1])),
+            ("overhead_sluice_p50_ms_1_client", Some(p50[2])),
+            ("overhead_added_p50_ms_1_client", Some(p50[2] - p50[0])),
+            (
+                "overhead_relay_added_p50_ms_1_client",
+                Some(p50[1] - p50[0]),
+            ),
+            (
+                "overhead_sluice_over_relay_p50_ms_1_client",
+                Some(p50[2] - p50[1]),
+            ),
+            ("overhead_relay_cpu_us_per_query_64_clients", cpu64[0]),
+            ("overhead_sluice_cpu_us_per_query_64_clients", cpu64[1]),
+            (
+                "overhead_sluice_over_relay_cpu_us_per_query_64_clients",
+                cpu64[0].zip(cpu64[1]).map(|(f, s)| s - f),
+            ),
+        ];
+        for (key, value) in meta {
+            if let Some(v) = value {
+                self.report.meta(key, format!("{v:.4}"));
+            }
         }
         Ok(())
     }

@@ -17,6 +17,8 @@ mod level;
 mod progress;
 #[cfg(feature = "proxy")]
 mod proxy_mode;
+#[cfg(feature = "proxy")]
+mod relay_floor;
 mod report;
 mod resources;
 mod settings;

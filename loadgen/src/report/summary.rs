@@ -225,11 +225,18 @@ pub fn render(rep: &Report) -> String {
     }
     let ov = rep.rows_of("overhead");
     if !ov.is_empty() {
-        let _ = writeln!(out, "\nOverhead: SELECT 1, direct vs through sluice");
+        let _ = writeln!(
+            out,
+            "\nOverhead: SELECT 1, direct vs a bare TCP relay (the floor any proxy pays on this host) vs sluice"
+        );
         table(&mut out, &ov, "target", |r| r.target.to_string());
         for k in [
             "overhead_added_p50_ms_1_client",
+            "overhead_relay_added_p50_ms_1_client",
+            "overhead_sluice_over_relay_p50_ms_1_client",
+            "overhead_relay_cpu_us_per_query_64_clients",
             "overhead_sluice_cpu_us_per_query_64_clients",
+            "overhead_sluice_over_relay_cpu_us_per_query_64_clients",
         ] {
             if let Some((_, v)) = rep.meta.iter().find(|(key, _)| key == k) {
                 let _ = writeln!(out, "{k}: {v}");

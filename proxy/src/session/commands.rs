@@ -295,32 +295,14 @@ impl Session {
 
     /// Makes `db` the session's schema after checking it on a backend (1049 if unknown).
     pub(super) async fn select_database(&mut self, db: Vec<u8>) -> Result<(), ErrPacket> {
-        let result = async {
-            self.acquire().await?;
-            let Some(b) = self.backend.as_mut() else {
-                return Ok(());
-            };
-            let mut payload = vec![0x02];
-            payload.extend_from_slice(&db);
-            match b.run_simple(&payload).await {
-                Ok(Ok(_)) => {
-                    b.state.schema = Some(db.clone());
-                    self.state.movable.schema = Some(db.clone());
-                    Ok(())
-                }
-                Ok(Err(err)) => Err(err),
-                Err(e) => {
-                    b.health = Health::Broken;
-                    self.backend = None;
-                    Err(ErrPacket::new(
-                        2013,
-                        "HY000",
-                        format!("Lost connection to backend: {e}").as_bytes(),
-                    ))
-                }
-            }
+        // The schema is movable state: wanting it first lets the checkout prefer a backend
+        // already in it, and the replay sends COM_INIT_DB only to one that is not. Asking for
+        // a backend while wanting no schema would make any backend that has one unusable.
+        let previous = self.state.movable.schema.replace(db);
+        let result = self.acquire().await;
+        if result.is_err() {
+            self.state.movable.schema = previous;
         }
-        .await;
         self.release_if_possible();
         result
     }

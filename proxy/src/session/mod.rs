@@ -47,8 +47,11 @@ pub struct Session {
     key: PoolKey,
     target: BackendTarget,
     state: SessionState,
-    slot: Option<Slot>,
+    /// Declared (and so dropped) before `slot`: a backend goes back to the idle list before
+    /// its slot wakes the next waiter, who would otherwise find no idle backend and open one
+    /// more than pool_size.
     backend: Option<PooledBackend>,
+    slot: Option<Slot>,
     /// Resolves when the drain deadline passes (registered once per session).
     hard_stop: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
     /// This client's prepared statements, by the ids sluice gave it.
@@ -229,11 +232,8 @@ impl Session {
             self.reply_err(1, &err).await?;
             return Ok(Flow::Continue);
         }
-        if class.is_some_and(|c| c.effects.connection_id) {
-            self.present_connection_id().await;
-        }
-        if class.is_some_and(|c| c.effects.last_insert_id_read) {
-            self.present_last_insert_id().await;
+        if let Some(c) = class {
+            self.present_identity(Presents::of(c)).await;
         }
         if let Some(summary) = self.relay_on_backend(packet, kind, None).await? {
             self.after_statement(&summary, class);
@@ -458,6 +458,16 @@ impl Session {
         }
     }
 
+    /// Makes the backend show the client's identity where the statement can see it.
+    async fn present_identity(&mut self, presents: Presents) {
+        if presents.connection_id {
+            self.present_connection_id().await;
+        }
+        if presents.last_insert_id {
+            self.present_last_insert_id().await;
+        }
+    }
+
     /// CONNECTION_ID() must return the id sluice gave the client, whichever backend runs the
     /// statement: set the backend's pseudo_thread_id (which is what the function returns)
     /// first. Without the privilege to do so, the backend's own id shows through.
@@ -510,9 +520,7 @@ impl Session {
 
     /// Gives back what the session's state no longer requires.
     fn release_if_possible(&mut self) {
-        if !self.state.holds_slot() {
-            self.slot = None;
-        }
+        // The backend first, then the slot (see the field order of `Session`).
         if !self.state.needs_backend() {
             if let Some(b) = self.backend.as_mut() {
                 // The state that made it dirty is gone (COMMIT, last statement closed).
@@ -521,6 +529,9 @@ impl Session {
                 }
             }
             self.backend = None;
+        }
+        if !self.state.holds_slot() {
+            self.slot = None;
         }
         self.reg.info.set_phase(if self.state.in_transaction() {
             ClientPhase::IdleInTransaction
@@ -657,4 +668,26 @@ pub fn framed(payload: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(payload.len() + 4);
     crate::protocol::frame::write_packet(&mut out, 0, payload);
     out.freeze()
+}
+
+/// What of the client's identity a statement can observe on the backend, so that it is set
+/// there first.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Presents {
+    /// CONNECTION_ID() is read, or a temporary table may be created: the server keys
+    /// temporary tables by pseudo_thread_id, so a table created under another session's id
+    /// would vanish from this session once its own id is presented.
+    connection_id: bool,
+    last_insert_id: bool,
+}
+
+impl Presents {
+    pub(crate) fn of(class: &Classification) -> Presents {
+        Presents {
+            connection_id: class.effects.connection_id
+                || class.effects.temporary_table
+                || class.kind == crate::classify::StatementKind::Call,
+            last_insert_id: class.effects.last_insert_id_read,
+        }
+    }
 }

@@ -15,6 +15,8 @@ pub struct ClientStmt {
     pub params: u16,
     /// The parameter types the client last bound (sent once, with new-params-bound = 1).
     pub types: Option<Vec<u8>>,
+    /// What of the session's identity an execution can observe.
+    pub(crate) presents: crate::session::Presents,
 }
 
 #[derive(Default)]
@@ -136,6 +138,7 @@ mod tests {
             sql: Arc::from(&b"SELECT ?"[..]),
             params,
             types,
+            presents: Default::default(),
         }
     }
 
@@ -223,6 +226,7 @@ mod handlers {
                         sql: Arc::from(sql),
                         params: ok.params,
                         types: None,
+                        presents: crate::session::Presents::of(&crate::classify::classify(sql)),
                     },
                 );
             }
@@ -278,6 +282,9 @@ mod handlers {
                     self.reply_err(1, &err).await?;
                 }
                 return Ok(Flow::Continue);
+            }
+            if is_execute {
+                self.present_identity(stmt.presents).await;
             }
             let backend_id = match self.ensure_prepared(&stmt).await {
                 Ok(id) => id,

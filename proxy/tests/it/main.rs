@@ -10,5 +10,6 @@ mod clients;
 mod core;
 mod drivers;
 mod faults;
+mod isolation;
 mod reliability;
 mod tls;
