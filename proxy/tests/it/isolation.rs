@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mysql_async::prelude::*;
-use mysql_async::Conn;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sluice::stats::{PinReason, RecycleOutcome};
@@ -208,7 +207,7 @@ async fn isolation_stress_200_clients_over_p4_nothing_crosses_sessions() {
             let mut tick = 0u32;
             while !stop.load(Ordering::Relaxed) {
                 max_open.fetch_max(proxy.context().pool.snapshot().open, Ordering::Relaxed);
-                if tick % 25 == 0 {
+                if tick.is_multiple_of(25) {
                     let pools = rows(&mut a, "SHOW POOLS").await;
                     admin_max = admin_max.max(pools.iter().map(|p| num(p, "open")).sum::<u64>());
                 }
