@@ -410,8 +410,9 @@ impl Session {
         }
         let want = &self.state.movable;
         if want.schema.is_none() && b.state.schema.is_some() {
-            // No command unselects a database: use a fresh connection instead.
-            b.health = Health::Broken;
+            // No command unselects a database: use a fresh connection instead. This one is
+            // clean and goes back to the idle list for sessions that want its schema (the
+            // pool evicts an idle backend if it is at max_backend_connections).
             self.backend = None;
             let fresh = self
                 .ctx

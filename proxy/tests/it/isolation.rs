@@ -322,3 +322,37 @@ async fn temporary_tables_survive_connection_id_presentation() {
     third.disconnect().await.unwrap();
     proxy.shutdown().await;
 }
+
+/// Sessions with and without a default database share one pool: a session without one
+/// never sees another's schema, and alternating between them does not churn connections
+/// (each kind keeps its own idle backends instead of closing the other kind's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_without_a_database_never_see_one_and_do_not_churn_backends() {
+    fresh_db("t_iso_nodb").await;
+    let proxy = start(config(2)).await;
+    let mut with_db = connect(&proxy, Some("t_iso_nodb")).await;
+    let mut without = connect(&proxy, None).await;
+    for _ in 0..50 {
+        let db: Option<String> = with_db
+            .query_first("SELECT DATABASE()")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(db.as_deref(), Some("t_iso_nodb"));
+        let none: Option<String> = without
+            .query_first("SELECT DATABASE()")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(none, None, "a session without a database sees none");
+    }
+    let stats = &proxy.context().stats;
+    let connects = stats.backend_connects.load(Ordering::Relaxed);
+    assert!(
+        connects <= 4,
+        "{connects} backend connections opened for 100 alternating statements"
+    );
+    with_db.disconnect().await.unwrap();
+    without.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
