@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, PoolSize, UserConfig};
-use crate::conn::backend::BackendTarget;
+use crate::conn::backend::{BackendTarget, PoolKey};
 use crate::conn::client::HandshakeContext;
 use crate::pool::{Pool, PoolSettings};
 use crate::session::registry::Registry;
@@ -79,6 +79,31 @@ pub fn backend_target(config: &Config, user: &UserConfig) -> BackendTarget {
         connect_timeout: config.connect_timeout,
         max_payload: (config.max_allowed_packet as usize).max(16 << 20) * 2,
     }
+}
+
+/// The group `min_idle` warms before any client has connected: the first user's backend
+/// account, the capabilities mysql_async (the loadgen's driver) asks for (multi-statements,
+/// multi-results, DEPRECATE_EOF, LOCAL_FILES) as far as sluice offers them, and
+/// utf8mb4_general_ci. Once clients come, the pool follows the group that last needed a new
+/// connection.
+const UTF8MB4_GENERAL_CI: u8 = 45;
+
+pub fn default_group(ctx: &Context) -> Option<(PoolKey, BackendTarget)> {
+    use crate::protocol::{flags, Capabilities};
+    let config = ctx.config();
+    let user = config.users.first()?;
+    let target = backend_target(&config, user);
+    let common = Capabilities::CLIENT_MULTI_STATEMENTS
+        | Capabilities::CLIENT_MULTI_RESULTS
+        | Capabilities::CLIENT_PS_MULTI_RESULTS
+        | Capabilities::CLIENT_DEPRECATE_EOF
+        | Capabilities::CLIENT_LOCAL_FILES;
+    let key = PoolKey {
+        user: Arc::from(target.user.as_str()),
+        caps: (common & ctx.handshake.offered & flags::shaping_mask()).bits(),
+        collation: UTF8MB4_GENERAL_CI,
+    };
+    Some((key, target))
 }
 
 /// `auto` starts small and lets the limiter grow it.

@@ -134,6 +134,8 @@ settings! {
         "A statement that waited this long for an execution slot gets error 9001; the session stays usable.";
     max_queue_wait, "SLUICE_MAX_QUEUE_WAIT", "--max-queue-wait", "", "duration", true,
         "Latency-target admission: while the queue wait exceeds this, new statements are rejected at once with error 9001 instead of queueing. Unset: off.";
+    backend_down_wait, "SLUICE_BACKEND_DOWN_WAIT", "--backend-down-wait", "10s", "duration", true,
+        "While the backend server is unreachable, a statement that needs a new backend connection waits this long (never longer than queue_timeout) for sluice's reconnect loop, then gets error 2003 naming the backend and its last connect error. 0: fail at once.";
     connect_timeout, "SLUICE_CONNECT_TIMEOUT", "--connect-timeout", "5s", "duration", true,
         "Deadline for opening a backend connection, login included.";
     client_login_timeout, "SLUICE_CLIENT_LOGIN_TIMEOUT", "--client-login-timeout", "10s", "duration", true,
@@ -211,6 +213,7 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
                 Some(parse_duration(raw)?)
             }
         }
+        "backend_down_wait" => cfg.backend_down_wait = parse_duration(raw)?,
         "connect_timeout" => cfg.connect_timeout = parse_duration(raw)?,
         "client_login_timeout" => cfg.client_login_timeout = parse_duration(raw)?,
         "client_write_timeout" => cfg.client_write_timeout = parse_duration(raw)?,
@@ -271,6 +274,7 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "max_client_connections" => n(cfg.max_client_connections),
         "queue_timeout" => d(cfg.queue_timeout),
         "max_queue_wait" => cfg.max_queue_wait.and_then(d),
+        "backend_down_wait" => d(cfg.backend_down_wait),
         "connect_timeout" => d(cfg.connect_timeout),
         "client_login_timeout" => d(cfg.client_login_timeout),
         "client_write_timeout" => d(cfg.client_write_timeout),

@@ -105,6 +105,22 @@ impl PacketStream {
         Ok(())
     }
 
+    /// For a connection that sits idle between commands: has the peer closed it, or sent
+    /// something unasked (a server's "connection killed" ERR before it closes)? Either way it
+    /// cannot be used. Never waits; a socket with nothing to read is alive.
+    pub fn closed_while_idle(&mut self) -> bool {
+        if !self.rbuf.is_empty() {
+            return true;
+        }
+        let tcp = match &self.socket {
+            Transport::Plain(s) => s,
+            Transport::Tls(s) => s.get_ref().0,
+            Transport::Detached => return true,
+        };
+        let mut probe = [0u8; 1];
+        !matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
     pub fn set_max_payload(&mut self, max: usize) {
         self.max_payload = max;
     }
