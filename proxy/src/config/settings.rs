@@ -157,7 +157,7 @@ settings! {
     health_check_interval, "SLUICE_HEALTH_CHECK_INTERVAL", "--health-check-interval", "30s", "duration", true,
         "Idle backend connections are pinged this often. 0 disables.";
     min_idle, "SLUICE_MIN_IDLE", "--min-idle", "0", "connections", true,
-        "Backend connections opened at start and kept open when idle.";
+        "Idle backend connections kept open (and opened at start, after an outage, and after idle or lifetime closes) for the warm group: at start the first user with mysql_async's capabilities and utf8mb4, then the group of the clients that last needed a new connection.";
     admin_listen, "SLUICE_ADMIN_LISTEN", "--admin-listen", "", "address", false,
         "Address of the admin console (MySQL protocol), e.g. 127.0.0.1:6032. Unset: off.";
     metrics_listen, "SLUICE_METRICS_LISTEN", "--metrics-listen", "", "address", false,

@@ -56,6 +56,10 @@ pub struct MovableState {
     pub schema: Option<Vec<u8>>,
     /// Session system variables changed from the connection's baseline, by name.
     pub vars: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The multi-statements option (COM_SET_OPTION). Its baseline is the
+    /// CLIENT_MULTI_STATEMENTS capability the connection was opened with, which the pool key
+    /// makes the same for a session and every backend it may use.
+    pub multi_statements: bool,
 }
 
 impl MovableState {
@@ -168,7 +172,10 @@ impl BackendConn {
             thread_id: hs.connection_id,
             caps,
             key,
-            state: MovableState::default(),
+            state: MovableState {
+                multi_statements: caps.contains(Capabilities::CLIENT_MULTI_STATEMENTS),
+                ..MovableState::default()
+            },
             health: Health::Clean,
             created: Instant::now(),
             last_used: Instant::now(),
@@ -286,6 +293,11 @@ impl BackendConn {
             let payload = self.stream.payload(&span).into_owned();
             self.stream.consume(&span);
             match payload.first().copied() {
+                // COM_SET_OPTION answers with an EOF when DEPRECATE_EOF is off.
+                Some(0xFE) if crate::protocol::eof::is_eof(&payload) => {
+                    let eof = crate::protocol::EofPacket::decode(&payload)?;
+                    results.push(Ok(OkPacket::new(eof.status)));
+                }
                 Some(0x00) | Some(0xFE) => {
                     let ok = OkPacket::decode(&payload, self.caps)?;
                     self.state.apply(&ok.session_state);
@@ -317,15 +329,22 @@ impl BackendConn {
     /// with no transaction, no user variables, no temporary tables, no locks, no prepared
     /// statements, and baseline session variables.
     pub async fn reset(&mut self) -> Result<(), Error> {
-        let results = self
-            .run_pipeline(&[&[0x1f], &query_payload(ENABLE_TRACKING)])
-            .await?;
+        let baseline = self.caps.contains(Capabilities::CLIENT_MULTI_STATEMENTS);
+        let tracking = query_payload(ENABLE_TRACKING);
+        // The reset may or may not restore the option; setting it again is harmless.
+        let option = set_option_payload(baseline);
+        let mut cmds: Vec<&[u8]> = vec![&[0x1f], &tracking];
+        if self.state.multi_statements != baseline {
+            cmds.push(&option);
+        }
+        let results = self.run_pipeline(&cmds).await?;
         for r in results {
             if let Err(e) = r {
                 return Err(Error::Server(e));
             }
         }
         self.state.vars.clear();
+        self.state.multi_statements = baseline;
         self.stmts.clear();
         self.pseudo_id = self.thread_id;
         self.last_insert_id = 0;
@@ -376,6 +395,11 @@ fn scramble(plugin: &[u8], nonce: &[u8], password: &[u8]) -> Vec<u8> {
     } else {
         auth::native_scramble(nonce, password)
     }
+}
+
+/// A COM_SET_OPTION payload: MYSQL_OPTION_MULTI_STATEMENTS_ON (0) or _OFF (1).
+pub fn set_option_payload(multi_statements: bool) -> [u8; 3] {
+    [0x1b, u8::from(!multi_statements), 0]
 }
 
 /// A COM_QUERY payload for `sql`.

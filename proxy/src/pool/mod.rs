@@ -517,12 +517,12 @@ impl Pool {
     }
 
     /// Closes idle backends that were unused for `idle_timeout`, keeping `min_idle` of the
-    /// warm group (other groups' idle backends all time out).
+    /// warm group (other groups' idle backends all time out), and idle ones older than
+    /// `server_lifetime` (warm-up replaces them). A zero duration disables either.
     pub fn close_idle_older_than(&self, idle_timeout: Duration, min_idle: u32) -> usize {
-        if idle_timeout.is_zero() {
-            return 0;
-        }
         let now = Instant::now();
+        let lifetime =
+            Duration::from_secs(self.shared.lifetime_secs.load(Ordering::Relaxed) as u64);
         let warm = self.warm_key();
         let mut victims = Vec::new();
         {
@@ -536,9 +536,18 @@ impl Pool {
                 // Oldest first, so the kept ones are the most recently used.
                 let mut i = 0;
                 while i < list.len() {
-                    let expired = now.duration_since(list[i].last_used) >= idle_timeout;
-                    if expired && (keep > min_idle || keep == 0) {
-                        victims.push(list.remove(i));
+                    let expired = !idle_timeout.is_zero()
+                        && now.duration_since(list[i].last_used) >= idle_timeout;
+                    let too_old =
+                        !lifetime.is_zero() && now.duration_since(list[i].created) >= lifetime;
+                    if too_old || (expired && (keep > min_idle || keep == 0)) {
+                        let conn = list.remove(i);
+                        self.shared.stats.backend_closed(if too_old {
+                            BackendCloseReason::Lifetime
+                        } else {
+                            BackendCloseReason::IdleTimeout
+                        });
+                        victims.push(conn);
                         keep = keep.saturating_sub(1);
                     } else {
                         i += 1;
@@ -549,11 +558,6 @@ impl Pool {
             b.open -= victims.len() as u32;
         }
         let n = victims.len();
-        for _ in 0..n {
-            self.shared
-                .stats
-                .backend_closed(BackendCloseReason::IdleTimeout);
-        }
         if n > 0 {
             self.shared.freed.notify_waiters();
         }
@@ -654,9 +658,10 @@ fn take_best(b: &mut Backends, key: &PoolKey, want: &MovableState) -> Option<Bac
 /// 3: identical; 2: same variables, other schema; 1: replay needs only SETs; 0: needs a reset.
 pub fn replay_score(have: &MovableState, want: &MovableState) -> u8 {
     let vars_equal = have.vars == want.vars;
-    if vars_equal && have.schema == want.schema {
+    if have == want {
         3
     } else if vars_equal && (want.schema.is_some() || have.schema.is_none()) {
+        // Includes "only the multi-statements option differs" (one COM_SET_OPTION).
         2
     } else if have.vars.keys().all(|k| want.vars.contains_key(k))
         && (want.schema.is_some() || have.schema.is_none())

@@ -151,7 +151,8 @@ impl Session {
             user,
             key,
             target,
-            state: SessionState::new(None),
+            state: SessionState::new(None)
+                .with_multi_statements(caps.contains(Capabilities::CLIENT_MULTI_STATEMENTS)),
             slot: None,
             backend: None,
             stmts: prepared::ClientStmts::default(),

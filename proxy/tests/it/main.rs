@@ -11,4 +11,5 @@ mod core;
 mod drivers;
 mod faults;
 mod reliability;
+mod set_option;
 mod tls;
