@@ -57,6 +57,11 @@ impl Proxy {
             )),
             _ => None,
         };
+        let backend_tls = crate::conn::tls::load_backend_tls(
+            config.backend_tls,
+            config.backend_tls_ca.as_deref(),
+            &config.backend,
+        )?;
         let greeting = probe_backend(
             &config.backend,
             config.connect_timeout.min(Duration::from_secs(3)),
@@ -95,7 +100,7 @@ impl Proxy {
             addr: listen,
             source,
         })?;
-        let ctx = Context::new(config, handshake);
+        let ctx = Context::new(config, handshake, backend_tls);
         if let Some((key, target)) = crate::context::default_group(&ctx) {
             ctx.pool.set_warm_group(key, target);
         }

@@ -82,6 +82,7 @@ reason_enum!(
         ServerBusy => "server_busy",
         ServerError => "server_error",
         Protocol => "protocol",
+        Tls => "tls",
     }
 );
 
@@ -133,7 +134,7 @@ pub struct Stats {
     pub backend_closes: Counters<8>,
     pub pins: Counters<12>,
     pub recycles: Counters<3>,
-    pub connect_failures: Counters<8>,
+    pub connect_failures: Counters<9>,
 }
 
 impl Stats {

@@ -166,6 +166,10 @@ settings! {
         "PEM certificate chain for client TLS. Needs tls_key.";
     tls_key, "SLUICE_TLS_KEY", "--tls-key", "", "path", false,
         "PEM private key for client TLS. Needs tls_cert.";
+    backend_tls, "SLUICE_BACKEND_TLS", "--backend-tls", "preferred", "mode", false,
+        "TLS to the backend server: disabled; preferred (TLS when the server offers it, certificate not checked; the mysql client's default); required (TLS or no connection, certificate not checked); verify_ca (the certificate must chain to backend_tls_ca); verify_identity (verify_ca, and the certificate must name the backend host or IP). Over TLS, caching_sha2_password full authentication sends the password inside TLS instead of RSA-encrypting it. Use disabled for a backend on the same host to save the encryption CPU, verify_identity across networks.";
+    backend_tls_ca, "SLUICE_BACKEND_TLS_CA", "--backend-tls-ca", "", "path", false,
+        "PEM file of the CA certificate(s) the backend's certificate must chain to; required by verify_ca and verify_identity.";
     require_secure_transport, "SLUICE_REQUIRE_SECURE_TRANSPORT", "--require-secure-transport", "false", "bool", true,
         "Refuse clients that do not use TLS. Needs tls_cert and tls_key.",
         { num_args = 0..=1, default_missing_value = "true" };
@@ -232,6 +236,8 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
         "tls_cert" => cfg.tls_cert = opt_path(raw),
         "tls_key" => cfg.tls_key = opt_path(raw),
         "require_secure_transport" => cfg.require_secure_transport = parse_bool(raw)?,
+        "backend_tls" => cfg.backend_tls = raw.parse()?,
+        "backend_tls_ca" => cfg.backend_tls_ca = opt_path(raw),
         "log_format" => cfg.log_format = raw.parse()?,
         other => return Err(format!("unknown setting {other:?}")),
     }
@@ -297,6 +303,11 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
             .as_ref()
             .and_then(|p| s(p.display().to_string())),
         "require_secure_transport" => Some(V::Boolean(cfg.require_secure_transport)),
+        "backend_tls" => s(cfg.backend_tls.to_string()),
+        "backend_tls_ca" => cfg
+            .backend_tls_ca
+            .as_ref()
+            .and_then(|p| s(p.display().to_string())),
         "log_format" => s(cfg.log_format.to_string()),
         _ => None,
     }

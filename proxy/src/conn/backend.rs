@@ -14,7 +14,7 @@ use super::{Error, PacketStream};
 use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
 use crate::protocol::{
     auth, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake, HandshakeResponse,
-    OkPacket, PrepareOk, ResponseKind, ResponseTracker, SessionStateChange,
+    OkPacket, PrepareOk, ResponseKind, ResponseTracker, SessionStateChange, SslRequest,
 };
 
 /// Session tracking makes every OK report schema and system-variable changes, which is what
@@ -32,6 +32,8 @@ pub struct BackendTarget {
     pub password: String,
     pub connect_timeout: Duration,
     pub max_payload: usize,
+    /// `None`: backend_tls is disabled.
+    pub tls: Option<Arc<super::tls::BackendTls>>,
 }
 
 impl std::fmt::Debug for BackendTarget {
@@ -165,7 +167,26 @@ impl BackendConn {
         }
         let hs = Handshake::decode(&greeting)?;
         let wanted = base_caps() | Capabilities::from_bits_truncate(key.caps);
-        let caps = wanted & hs.capabilities;
+        let mut caps = wanted & hs.capabilities;
+        let mut seq = seq.wrapping_add(1);
+        if let Some(tls) = &target.tls {
+            if hs.capabilities.contains(Capabilities::CLIENT_SSL) {
+                caps |= Capabilities::CLIENT_SSL;
+                let request = SslRequest {
+                    capabilities: caps,
+                    max_packet: 1 << 30,
+                    collation: key.collation,
+                };
+                let mut out = BytesMut::new();
+                request.encode(&mut out);
+                seq = stream.send_packet(seq, &out).await?;
+                stream
+                    .upgrade_client_tls(&tls.connector, tls.server_name.clone())
+                    .await?;
+            } else if tls.mode.requires_tls() {
+                return Err(Error::TlsUnavailable);
+            }
+        }
         let mut conn = BackendConn {
             stream,
             id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
@@ -185,7 +206,7 @@ impl BackendConn {
             server_version: hs.server_version.clone(),
             stmts: BackendStmts::default(),
         };
-        conn.login(&hs, seq.wrapping_add(1), target).await?;
+        conn.login(&hs, seq, target).await?;
         match conn.run_simple(&query_payload(ENABLE_TRACKING)).await? {
             Ok(_) => {}
             Err(err) => return Err(Error::Server(err)),
@@ -245,6 +266,13 @@ impl BackendConn {
                     let more = AuthMoreData::decode(&payload)?;
                     match more.0.as_slice() {
                         [FAST_AUTH_OK] => {}
+                        // Inside TLS the password goes as it is (NUL-terminated), as MySQL
+                        // clients do; in the clear it must be RSA-encrypted.
+                        [PERFORM_FULL_AUTH] if self.stream.is_secure() => {
+                            let mut clear = password.to_vec();
+                            clear.push(0);
+                            self.stream.send_packet(seq, &clear).await?;
+                        }
                         [PERFORM_FULL_AUTH] => {
                             self.stream.send_packet(seq, &[REQUEST_PUBLIC_KEY]).await?;
                         }

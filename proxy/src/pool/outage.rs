@@ -28,6 +28,7 @@ impl ConnectFailure {
             ConnectFailure::AccessDenied
                 | ConnectFailure::UnknownDatabase
                 | ConnectFailure::Protocol
+                | ConnectFailure::Tls
         )
     }
 }
@@ -50,6 +51,7 @@ pub fn classify(e: &conn::Error) -> ConnectFailure {
             1040 | 1203 | 1129 | 1053 | 1927 | 1184 => ConnectFailure::ServerBusy,
             _ => ConnectFailure::ServerError,
         },
+        conn::Error::Tls(_) | conn::Error::TlsUnavailable => ConnectFailure::Tls,
         conn::Error::Protocol(_)
         | conn::Error::Unexpected { .. }
         | conn::Error::UnsupportedPlugin => ConnectFailure::Protocol,
@@ -114,7 +116,7 @@ impl Outage {
         g.addr.clone_from(&addr.to_string());
         if kind.is_permanent() {
             // The server answered: it is up, this account or database is the problem.
-            tracing::warn!(backend = %addr, %kind, "backend refused the login: {message}");
+            tracing::warn!(backend = %addr, %kind, "backend login failed, not retrying: {message}");
             g.last_error = Some(LastError {
                 kind,
                 message,

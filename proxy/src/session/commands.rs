@@ -318,7 +318,7 @@ impl Session {
             return Ok(Flow::Continue);
         };
         self.drop_session_state();
-        self.target = crate::context::backend_target(&config, &user);
+        self.target = crate::context::backend_target(&config, &user, &self.ctx.backend_tls);
         let collation = req.collation.map(|c| c as u8).unwrap_or(self.key.collation);
         self.key = PoolKey {
             user: std::sync::Arc::from(self.target.user.as_str()),

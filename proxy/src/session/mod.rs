@@ -134,7 +134,7 @@ impl Session {
         reg: Registration,
     ) -> Session {
         let config = ctx.config();
-        let target = backend_target(&config, &user);
+        let target = backend_target(&config, &user, &ctx.backend_tls);
         let key = PoolKey {
             user: Arc::from(target.user.as_str()),
             caps: (caps & flags::shaping_mask()).bits(),
@@ -668,8 +668,8 @@ pub fn pool_error_packet(e: &pool::Error, config: &crate::config::Config) -> Err
                 code,
                 &state,
                 format!(
-                    "sluice cannot log in to its backend MySQL server at '{addr}' as '{user}' ({kind}): {source}; \
-                     check the backend credentials and database in sluice's config"
+                    "sluice cannot log in to its backend MySQL server at '{addr}' as '{user}' ({kind}): {source}; {}",
+                    connect_advice(*kind)
                 )
                 .as_bytes(),
             )
@@ -695,6 +695,20 @@ pub fn pool_error_packet(e: &pool::Error, config: &crate::config::Config) -> Err
             )
         }
         pool::Error::Closed => ErrPacket::new(1053, "08S01", b"Server shutdown in progress: sluice is stopping"),
+    }
+}
+
+/// What an operator should look at after a connect failure.
+fn connect_advice(kind: crate::stats::ConnectFailure) -> &'static str {
+    use crate::stats::ConnectFailure as F;
+    match kind {
+        F::AccessDenied => {
+            "check backend_user / backend_password in sluice's config and the account's grants"
+        }
+        F::UnknownDatabase => "check that the database exists on the backend",
+        F::Tls => "check backend_tls, backend_tls_ca and the server's certificate",
+        F::Protocol => "the backend speaks a protocol or auth plugin sluice does not support",
+        _ => "retry; sluice keeps reconnecting",
     }
 }
 

@@ -5,6 +5,7 @@ mod harness;
 
 mod acceptance;
 mod admin;
+mod backend_tls;
 mod bad_input;
 mod clients;
 mod core;
