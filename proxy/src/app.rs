@@ -57,6 +57,11 @@ impl Proxy {
             )),
             _ => None,
         };
+        let backend_tls = crate::conn::tls::load_backend_tls(
+            config.backend_tls,
+            config.backend_tls_ca.as_deref(),
+            &config.backend,
+        )?;
         let greeting = probe_backend(
             &config.backend,
             config.connect_timeout.min(Duration::from_secs(3)),
@@ -95,7 +100,10 @@ impl Proxy {
             addr: listen,
             source,
         })?;
-        let ctx = Context::new(config, handshake);
+        let ctx = Context::new(config, handshake, backend_tls);
+        if let Some((key, target)) = crate::context::default_group(&ctx) {
+            ctx.pool.set_warm_group(key, target);
+        }
         let (admin_addr, metrics_addr) = spawn_consoles(&ctx).await?;
         let tracker = TaskTracker::new();
         tracker.spawn(accept_loop(ctx.clone(), listener, tracker.clone()));
@@ -215,10 +223,12 @@ async fn accept_loop(ctx: Arc<Context>, listener: TcpListener, tracker: TaskTrac
     }
 }
 
-/// Closes backends idle past `server_idle_timeout` and pings idle ones every
-/// `health_check_interval`.
+/// Closes backends idle past `server_idle_timeout`, pings idle ones every
+/// `health_check_interval`, and keeps `min_idle` open (at start, after an outage, after
+/// idle or lifetime closes).
 async fn maintenance(ctx: Arc<Context>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut since_check = Duration::ZERO;
     loop {
         tokio::select! {
@@ -228,6 +238,7 @@ async fn maintenance(ctx: Arc<Context>) {
         let config = ctx.config();
         ctx.pool
             .close_idle_older_than(config.server_idle_timeout, config.min_idle);
+        ctx.pool.warm_up(config.min_idle);
         since_check += Duration::from_secs(1);
         if since_check >= config.health_check_interval {
             since_check = Duration::ZERO;

@@ -26,7 +26,8 @@ pub use docs::{config_docs_markdown, example_toml};
 pub use file::{FileConfig, FileUser, Scalar};
 pub use settings::{setting, SettingArgs, SettingDoc, SETTINGS};
 pub use values::{
-    format_duration, parse_bytes, parse_duration, AuthPluginName, LogFormat, PoolSize, Secret,
+    format_duration, parse_bytes, parse_duration, AuthPluginName, BackendTlsMode, LogFormat,
+    PoolSize, Secret,
 };
 
 use settings::{apply, is_scalar, render};
@@ -106,6 +107,7 @@ pub struct Config {
     pub max_client_connections: u32,
     pub queue_timeout: Duration,
     pub max_queue_wait: Option<Duration>,
+    pub backend_down_wait: Duration,
     pub connect_timeout: Duration,
     pub client_login_timeout: Duration,
     pub client_write_timeout: Duration,
@@ -122,6 +124,8 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    pub backend_tls: BackendTlsMode,
+    pub backend_tls_ca: Option<PathBuf>,
     pub require_secure_transport: bool,
     pub log_format: LogFormat,
     /// The file this came from, re-read by `reload` (RELOAD, SIGHUP).
@@ -301,6 +305,7 @@ impl Config {
             max_client_connections: 0,
             queue_timeout: Duration::ZERO,
             max_queue_wait: None,
+            backend_down_wait: Duration::ZERO,
             connect_timeout: Duration::ZERO,
             client_login_timeout: Duration::ZERO,
             client_write_timeout: Duration::ZERO,
@@ -317,6 +322,8 @@ impl Config {
             metrics_listen: None,
             tls_cert: None,
             tls_key: None,
+            backend_tls: BackendTlsMode::Preferred,
+            backend_tls_ca: None,
             require_secure_transport: false,
             log_format: LogFormat::Text,
             config_path: None,

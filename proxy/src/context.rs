@@ -6,8 +6,9 @@ use std::sync::{Arc, RwLock};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, PoolSize, UserConfig};
-use crate::conn::backend::BackendTarget;
+use crate::conn::backend::{BackendTarget, PoolKey};
 use crate::conn::client::HandshakeContext;
+use crate::conn::tls::BackendTls;
 use crate::pool::{Pool, PoolSettings};
 use crate::session::registry::Registry;
 use crate::stats::Stats;
@@ -26,10 +27,16 @@ pub struct Context {
     pub paused: tokio::sync::watch::Sender<bool>,
     /// Queue-wait and backend-time histograms (SHOW LATENCY, /metrics).
     pub latency: crate::latency::Latency,
+    /// TLS towards the backend, built once at start (`backend_tls` is not live).
+    pub backend_tls: Option<Arc<BackendTls>>,
 }
 
 impl Context {
-    pub fn new(config: Config, handshake: HandshakeContext) -> Arc<Context> {
+    pub fn new(
+        config: Config,
+        handshake: HandshakeContext,
+        backend_tls: Option<Arc<BackendTls>>,
+    ) -> Arc<Context> {
         let stats = Arc::new(Stats::default());
         let pool = Pool::new(&pool_settings(&config), stats.clone());
         let (paused, _) = tokio::sync::watch::channel(false);
@@ -43,6 +50,7 @@ impl Context {
             hard_stop: CancellationToken::new(),
             paused,
             latency: crate::latency::Latency::new(),
+            backend_tls,
         })
     }
 
@@ -70,7 +78,11 @@ pub fn pool_settings(config: &Config) -> PoolSettings {
 }
 
 /// Where a user's statements run, and with which credentials.
-pub fn backend_target(config: &Config, user: &UserConfig) -> BackendTarget {
+pub fn backend_target(
+    config: &Config,
+    user: &UserConfig,
+    tls: &Option<Arc<BackendTls>>,
+) -> BackendTarget {
     let (name, password) = user.backend_credentials(config);
     BackendTarget {
         addr: config.backend.clone(),
@@ -78,7 +90,33 @@ pub fn backend_target(config: &Config, user: &UserConfig) -> BackendTarget {
         password: password.to_string(),
         connect_timeout: config.connect_timeout,
         max_payload: (config.max_allowed_packet as usize).max(16 << 20) * 2,
+        tls: tls.clone(),
     }
+}
+
+/// The group `min_idle` warms before any client has connected: the first user's backend
+/// account, the capabilities mysql_async (the loadgen's driver) asks for (multi-statements,
+/// multi-results, DEPRECATE_EOF, LOCAL_FILES) as far as sluice offers them, and
+/// utf8mb4_general_ci. Once clients come, the pool follows the group that last needed a new
+/// connection.
+const UTF8MB4_GENERAL_CI: u8 = 45;
+
+pub fn default_group(ctx: &Context) -> Option<(PoolKey, BackendTarget)> {
+    use crate::protocol::{flags, Capabilities};
+    let config = ctx.config();
+    let user = config.users.first()?;
+    let target = backend_target(&config, user, &ctx.backend_tls);
+    let common = Capabilities::CLIENT_MULTI_STATEMENTS
+        | Capabilities::CLIENT_MULTI_RESULTS
+        | Capabilities::CLIENT_PS_MULTI_RESULTS
+        | Capabilities::CLIENT_DEPRECATE_EOF
+        | Capabilities::CLIENT_LOCAL_FILES;
+    let key = PoolKey {
+        user: Arc::from(target.user.as_str()),
+        caps: (common & ctx.handshake.offered & flags::shaping_mask()).bits(),
+        collation: UTF8MB4_GENERAL_CI,
+    };
+    Some((key, target))
 }
 
 /// `auto` starts small and lets the limiter grow it.

@@ -23,7 +23,9 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::context::Context;
 use crate::latency::Snapshot;
 use crate::session::registry::ClientPhase;
-use crate::stats::{BackendCloseReason, ClientCloseReason, PinReason, RecycleOutcome};
+use crate::stats::{
+    BackendCloseReason, ClientCloseReason, ConnectFailure, PinReason, RecycleOutcome,
+};
 
 /// Histogram bucket upper bounds in µs: 50 µs to 30 s.
 const BUCKETS_US: &[u64] = &[
@@ -201,6 +203,22 @@ impl Collector for SluiceCollector {
             "Sessions pinned to their backend, by reason",
             "reason",
             pins,
+        )?;
+        gauge(
+            &mut e,
+            "backend_up",
+            "1 while the backend server accepts connections, 0 during an outage",
+            i64::from(ctx.pool.backend_up()),
+        )?;
+        let failures = ConnectFailure::ALL
+            .iter()
+            .map(|r| (r.label(), s.connect_failures_by(*r)));
+        counter_family(
+            &mut e,
+            "backend_connect_failures",
+            "Failed backend connects, by kind",
+            "kind",
+            failures,
         )?;
         gauge(
             &mut e,

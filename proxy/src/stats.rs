@@ -72,6 +72,21 @@ reason_enum!(
 );
 
 reason_enum!(
+    /// Why opening a backend connection failed (`pool::outage::classify`).
+    ConnectFailure {
+        Refused => "refused",
+        Timeout => "timeout",
+        Network => "network",
+        AccessDenied => "access_denied",
+        UnknownDatabase => "unknown_database",
+        ServerBusy => "server_busy",
+        ServerError => "server_error",
+        Protocol => "protocol",
+        Tls => "tls",
+    }
+);
+
+reason_enum!(
     /// What `pool::recycle::decide` chose for a returned backend.
     RecycleOutcome {
         Release => "release",
@@ -119,6 +134,7 @@ pub struct Stats {
     pub backend_closes: Counters<8>,
     pub pins: Counters<12>,
     pub recycles: Counters<3>,
+    pub connect_failures: Counters<9>,
 }
 
 impl Stats {
@@ -136,6 +152,12 @@ impl Stats {
     }
     pub fn recycled(&self, r: RecycleOutcome) {
         self.recycles.add(r.index());
+    }
+    pub fn connect_failed(&self, r: ConnectFailure) {
+        self.connect_failures.add(r.index());
+    }
+    pub fn connect_failures_by(&self, r: ConnectFailure) -> u64 {
+        self.connect_failures.get(r.index())
     }
     pub fn client_closes_by(&self, r: ClientCloseReason) -> u64 {
         self.client_closes.get(r.index())
@@ -173,6 +195,10 @@ mod tests {
         for r in RecycleOutcome::ALL {
             s.recycled(*r);
             assert_eq!(s.recycles_by(*r), 1);
+        }
+        for r in ConnectFailure::ALL {
+            s.connect_failed(*r);
+            assert_eq!(s.connect_failures_by(*r), 1);
         }
     }
 }

@@ -170,8 +170,9 @@ pub fn clients(ctx: &Context) -> Table {
     t
 }
 
-/// Each idle backend, then one row that counts the checked-out ones (they belong to a running
-/// session and are not inspected while it uses them).
+/// The backend server's state (`backend_up` / `backend_down`, with the outage's length and the
+/// last connect error and its age), each idle backend, then one row that counts the
+/// checked-out ones (they belong to a running session and are not inspected while it uses them).
 pub fn servers(ctx: &Context) -> Table {
     let mut t = Table::new(&[
         ("id", Int),
@@ -184,8 +185,29 @@ pub fn servers(ctx: &Context) -> Table {
         ("statements", Int),
         ("prepared", Int),
         ("schema", Text),
+        ("down_s", Int),
+        ("last_error", Text),
+        ("last_error_age_s", Int),
     ]);
     let now = Instant::now();
+    let outage = ctx.pool.outage();
+    let mut server = vec![Cell::Null; t.columns.len()];
+    server[2] = outage.addr.clone().into();
+    server[3] = if outage.up {
+        "backend_up"
+    } else {
+        "backend_down"
+    }
+    .into();
+    server[10] = outage
+        .down_since
+        .map(|t| now.saturating_duration_since(t).as_secs())
+        .into();
+    if let Some(e) = &outage.last_error {
+        server[11] = format!("{} ({})", e.message, e.kind).into();
+        server[12] = now.saturating_duration_since(e.at).as_secs().into();
+    }
+    t.push(server);
     let mut idle = 0u32;
     ctx.pool.for_each_idle(|b| {
         idle += 1;
@@ -204,6 +226,9 @@ pub fn servers(ctx: &Context) -> Table {
                 .as_ref()
                 .map(|s| String::from_utf8_lossy(s).into_owned())
                 .into(),
+            Cell::Null,
+            Cell::Null,
+            Cell::Null,
         ]);
     });
     let open = ctx.pool.snapshot().open;

@@ -134,6 +134,8 @@ settings! {
         "A statement that waited this long for an execution slot gets error 9001; the session stays usable.";
     max_queue_wait, "SLUICE_MAX_QUEUE_WAIT", "--max-queue-wait", "", "duration", true,
         "Latency-target admission: while the queue wait exceeds this, new statements are rejected at once with error 9001 instead of queueing. Unset: off.";
+    backend_down_wait, "SLUICE_BACKEND_DOWN_WAIT", "--backend-down-wait", "10s", "duration", true,
+        "While the backend server is unreachable, a statement that needs a new backend connection waits this long (never longer than queue_timeout) for sluice's reconnect loop, then gets error 2003 naming the backend and its last connect error. 0: fail at once.";
     connect_timeout, "SLUICE_CONNECT_TIMEOUT", "--connect-timeout", "5s", "duration", true,
         "Deadline for opening a backend connection, login included.";
     client_login_timeout, "SLUICE_CLIENT_LOGIN_TIMEOUT", "--client-login-timeout", "10s", "duration", true,
@@ -155,7 +157,7 @@ settings! {
     health_check_interval, "SLUICE_HEALTH_CHECK_INTERVAL", "--health-check-interval", "30s", "duration", true,
         "Idle backend connections are pinged this often. 0 disables.";
     min_idle, "SLUICE_MIN_IDLE", "--min-idle", "0", "connections", true,
-        "Backend connections opened at start and kept open when idle.";
+        "Idle backend connections kept open (and opened at start, after an outage, and after idle or lifetime closes) for the warm group: at start the first user with mysql_async's capabilities and utf8mb4, then the group of the clients that last needed a new connection.";
     admin_listen, "SLUICE_ADMIN_LISTEN", "--admin-listen", "", "address", false,
         "Address of the admin console (MySQL protocol), e.g. 127.0.0.1:6032. Unset: off.";
     metrics_listen, "SLUICE_METRICS_LISTEN", "--metrics-listen", "", "address", false,
@@ -164,6 +166,10 @@ settings! {
         "PEM certificate chain for client TLS. Needs tls_key.";
     tls_key, "SLUICE_TLS_KEY", "--tls-key", "", "path", false,
         "PEM private key for client TLS. Needs tls_cert.";
+    backend_tls, "SLUICE_BACKEND_TLS", "--backend-tls", "preferred", "mode", false,
+        "TLS to the backend server: disabled; preferred (TLS when the server offers it, certificate not checked; the mysql client's default); required (TLS or no connection, certificate not checked); verify_ca (the certificate must chain to backend_tls_ca); verify_identity (verify_ca, and the certificate must name the backend host or IP). Over TLS, caching_sha2_password full authentication sends the password inside TLS instead of RSA-encrypting it. Use disabled for a backend on the same host to save the encryption CPU, verify_identity across networks.";
+    backend_tls_ca, "SLUICE_BACKEND_TLS_CA", "--backend-tls-ca", "", "path", false,
+        "PEM file of the CA certificate(s) the backend's certificate must chain to; required by verify_ca and verify_identity.";
     require_secure_transport, "SLUICE_REQUIRE_SECURE_TRANSPORT", "--require-secure-transport", "false", "bool", true,
         "Refuse clients that do not use TLS. Needs tls_cert and tls_key.",
         { num_args = 0..=1, default_missing_value = "true" };
@@ -211,6 +217,7 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
                 Some(parse_duration(raw)?)
             }
         }
+        "backend_down_wait" => cfg.backend_down_wait = parse_duration(raw)?,
         "connect_timeout" => cfg.connect_timeout = parse_duration(raw)?,
         "client_login_timeout" => cfg.client_login_timeout = parse_duration(raw)?,
         "client_write_timeout" => cfg.client_write_timeout = parse_duration(raw)?,
@@ -229,6 +236,8 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
         "tls_cert" => cfg.tls_cert = opt_path(raw),
         "tls_key" => cfg.tls_key = opt_path(raw),
         "require_secure_transport" => cfg.require_secure_transport = parse_bool(raw)?,
+        "backend_tls" => cfg.backend_tls = raw.parse()?,
+        "backend_tls_ca" => cfg.backend_tls_ca = opt_path(raw),
         "log_format" => cfg.log_format = raw.parse()?,
         other => return Err(format!("unknown setting {other:?}")),
     }
@@ -271,6 +280,7 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "max_client_connections" => n(cfg.max_client_connections),
         "queue_timeout" => d(cfg.queue_timeout),
         "max_queue_wait" => cfg.max_queue_wait.and_then(d),
+        "backend_down_wait" => d(cfg.backend_down_wait),
         "connect_timeout" => d(cfg.connect_timeout),
         "client_login_timeout" => d(cfg.client_login_timeout),
         "client_write_timeout" => d(cfg.client_write_timeout),
@@ -293,6 +303,11 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
             .as_ref()
             .and_then(|p| s(p.display().to_string())),
         "require_secure_transport" => Some(V::Boolean(cfg.require_secure_transport)),
+        "backend_tls" => s(cfg.backend_tls.to_string()),
+        "backend_tls_ca" => cfg
+            .backend_tls_ca
+            .as_ref()
+            .and_then(|p| s(p.display().to_string())),
         "log_format" => s(cfg.log_format.to_string()),
         _ => None,
     }

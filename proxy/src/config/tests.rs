@@ -282,6 +282,8 @@ server_version = "8.0.36-sluice"
 tls_cert = "/c.pem"
 tls_key = "/k.pem"
 require_secure_transport = true
+backend_tls = "verify_ca"
+backend_tls_ca = "/ca.pem"
 log_format = "json"
 [[users]]
 name = "app"
@@ -426,6 +428,7 @@ fn every_flag_reaches_the_config() {
         "bool" => "true",
         "plugin" => "caching_sha2_password",
         "format" => "json",
+        "mode" => "verify_identity",
         "path" => "/x",
         "statements" | "connections" => "5",
         _ => "sample",

@@ -128,6 +128,12 @@ impl Config {
             }
             _ => {}
         }
+        if self.backend_tls.verifies() && self.backend_tls_ca.is_none() {
+            e.push(format!(
+                "backend_tls = {} needs backend_tls_ca (the PEM file of the CA that signed the backend's certificate)",
+                self.backend_tls
+            ));
+        }
         if self.require_secure_transport && self.tls_cert.is_none() {
             e.push("require_secure_transport is true but TLS is not configured; set tls_cert and tls_key".into());
         }

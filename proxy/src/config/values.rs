@@ -115,6 +115,66 @@ impl fmt::Display for AuthPluginName {
     }
 }
 
+/// How sluice uses TLS towards the backend server (MySQL's `--ssl-mode` names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendTlsMode {
+    Disabled,
+    Preferred,
+    Required,
+    VerifyCa,
+    VerifyIdentity,
+}
+
+impl BackendTlsMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendTlsMode::Disabled => "disabled",
+            BackendTlsMode::Preferred => "preferred",
+            BackendTlsMode::Required => "required",
+            BackendTlsMode::VerifyCa => "verify_ca",
+            BackendTlsMode::VerifyIdentity => "verify_identity",
+        }
+    }
+
+    /// A server without TLS is refused.
+    pub fn requires_tls(self) -> bool {
+        !matches!(self, BackendTlsMode::Disabled | BackendTlsMode::Preferred)
+    }
+
+    /// The certificate is checked against `backend_tls_ca`.
+    pub fn verifies(self) -> bool {
+        matches!(
+            self,
+            BackendTlsMode::VerifyCa | BackendTlsMode::VerifyIdentity
+        )
+    }
+}
+
+impl FromStr for BackendTlsMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let all = [
+            BackendTlsMode::Disabled,
+            BackendTlsMode::Preferred,
+            BackendTlsMode::Required,
+            BackendTlsMode::VerifyCa,
+            BackendTlsMode::VerifyIdentity,
+        ];
+        let want = s.trim().to_ascii_lowercase().replace('-', "_");
+        all.into_iter().find(|m| m.as_str() == want).ok_or_else(|| {
+            format!(
+                "expected disabled, preferred, required, verify_ca or verify_identity; got {s:?}"
+            )
+        })
+    }
+}
+
+impl fmt::Display for BackendTlsMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {

@@ -14,7 +14,7 @@ use super::{Error, PacketStream};
 use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
 use crate::protocol::{
     auth, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake, HandshakeResponse,
-    OkPacket, PrepareOk, ResponseKind, ResponseTracker, SessionStateChange,
+    OkPacket, PrepareOk, ResponseKind, ResponseTracker, SessionStateChange, SslRequest,
 };
 
 /// Session tracking makes every OK report schema and system-variable changes, which is what
@@ -32,6 +32,8 @@ pub struct BackendTarget {
     pub password: String,
     pub connect_timeout: Duration,
     pub max_payload: usize,
+    /// `None`: backend_tls is disabled.
+    pub tls: Option<Arc<super::tls::BackendTls>>,
 }
 
 impl std::fmt::Debug for BackendTarget {
@@ -56,6 +58,10 @@ pub struct MovableState {
     pub schema: Option<Vec<u8>>,
     /// Session system variables changed from the connection's baseline, by name.
     pub vars: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The multi-statements option (COM_SET_OPTION). Its baseline is the
+    /// CLIENT_MULTI_STATEMENTS capability the connection was opened with, which the pool key
+    /// makes the same for a session and every backend it may use.
+    pub multi_statements: bool,
 }
 
 impl MovableState {
@@ -161,14 +167,36 @@ impl BackendConn {
         }
         let hs = Handshake::decode(&greeting)?;
         let wanted = base_caps() | Capabilities::from_bits_truncate(key.caps);
-        let caps = wanted & hs.capabilities;
+        let mut caps = wanted & hs.capabilities;
+        let mut seq = seq.wrapping_add(1);
+        if let Some(tls) = &target.tls {
+            if hs.capabilities.contains(Capabilities::CLIENT_SSL) {
+                caps |= Capabilities::CLIENT_SSL;
+                let request = SslRequest {
+                    capabilities: caps,
+                    max_packet: 1 << 30,
+                    collation: key.collation,
+                };
+                let mut out = BytesMut::new();
+                request.encode(&mut out);
+                seq = stream.send_packet(seq, &out).await?;
+                stream
+                    .upgrade_client_tls(&tls.connector, tls.server_name.clone())
+                    .await?;
+            } else if tls.mode.requires_tls() {
+                return Err(Error::TlsUnavailable);
+            }
+        }
         let mut conn = BackendConn {
             stream,
             id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
             thread_id: hs.connection_id,
             caps,
             key,
-            state: MovableState::default(),
+            state: MovableState {
+                multi_statements: caps.contains(Capabilities::CLIENT_MULTI_STATEMENTS),
+                ..MovableState::default()
+            },
             health: Health::Clean,
             created: Instant::now(),
             last_used: Instant::now(),
@@ -178,7 +206,7 @@ impl BackendConn {
             server_version: hs.server_version.clone(),
             stmts: BackendStmts::default(),
         };
-        conn.login(&hs, seq.wrapping_add(1), target).await?;
+        conn.login(&hs, seq, target).await?;
         match conn.run_simple(&query_payload(ENABLE_TRACKING)).await? {
             Ok(_) => {}
             Err(err) => return Err(Error::Server(err)),
@@ -238,6 +266,13 @@ impl BackendConn {
                     let more = AuthMoreData::decode(&payload)?;
                     match more.0.as_slice() {
                         [FAST_AUTH_OK] => {}
+                        // Inside TLS the password goes as it is (NUL-terminated), as MySQL
+                        // clients do; in the clear it must be RSA-encrypted.
+                        [PERFORM_FULL_AUTH] if self.stream.is_secure() => {
+                            let mut clear = password.to_vec();
+                            clear.push(0);
+                            self.stream.send_packet(seq, &clear).await?;
+                        }
                         [PERFORM_FULL_AUTH] => {
                             self.stream.send_packet(seq, &[REQUEST_PUBLIC_KEY]).await?;
                         }
@@ -286,6 +321,11 @@ impl BackendConn {
             let payload = self.stream.payload(&span).into_owned();
             self.stream.consume(&span);
             match payload.first().copied() {
+                // COM_SET_OPTION answers with an EOF when DEPRECATE_EOF is off.
+                Some(0xFE) if crate::protocol::eof::is_eof(&payload) => {
+                    let eof = crate::protocol::EofPacket::decode(&payload)?;
+                    results.push(Ok(OkPacket::new(eof.status)));
+                }
                 Some(0x00) | Some(0xFE) => {
                     let ok = OkPacket::decode(&payload, self.caps)?;
                     self.state.apply(&ok.session_state);
@@ -317,15 +357,22 @@ impl BackendConn {
     /// with no transaction, no user variables, no temporary tables, no locks, no prepared
     /// statements, and baseline session variables.
     pub async fn reset(&mut self) -> Result<(), Error> {
-        let results = self
-            .run_pipeline(&[&[0x1f], &query_payload(ENABLE_TRACKING)])
-            .await?;
+        let baseline = self.caps.contains(Capabilities::CLIENT_MULTI_STATEMENTS);
+        let tracking = query_payload(ENABLE_TRACKING);
+        // The reset may or may not restore the option; setting it again is harmless.
+        let option = set_option_payload(baseline);
+        let mut cmds: Vec<&[u8]> = vec![&[0x1f], &tracking];
+        if self.state.multi_statements != baseline {
+            cmds.push(&option);
+        }
+        let results = self.run_pipeline(&cmds).await?;
         for r in results {
             if let Err(e) = r {
                 return Err(Error::Server(e));
             }
         }
         self.state.vars.clear();
+        self.state.multi_statements = baseline;
         self.stmts.clear();
         self.pseudo_id = self.thread_id;
         self.last_insert_id = 0;
@@ -376,6 +423,11 @@ fn scramble(plugin: &[u8], nonce: &[u8], password: &[u8]) -> Vec<u8> {
     } else {
         auth::native_scramble(nonce, password)
     }
+}
+
+/// A COM_SET_OPTION payload: MYSQL_OPTION_MULTI_STATEMENTS_ON (0) or _OFF (1).
+pub fn set_option_payload(multi_statements: bool) -> [u8; 3] {
+    [0x1b, u8::from(!multi_statements), 0]
 }
 
 /// A COM_QUERY payload for `sql`.

@@ -33,6 +33,12 @@ pub enum Error {
     Unexpected { during: &'static str, got: u8 },
     #[error("the backend asked for an authentication plugin sluice does not speak")]
     UnsupportedPlugin,
+    /// The TLS handshake failed (certificate not trusted, wrong name, no common cipher).
+    #[error("TLS handshake failed: {0}")]
+    Tls(#[source] std::io::Error),
+    /// backend_tls requires TLS and the server does not offer it.
+    #[error("the server does not offer TLS, and backend_tls requires it")]
+    TlsUnavailable,
 }
 
 impl Error {

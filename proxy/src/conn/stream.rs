@@ -29,6 +29,8 @@ enum Transport {
     Plain(TcpStream),
     /// Boxed: a rustls connection is ~1 KiB and most clients never use it.
     Tls(Box<TlsStream<TcpStream>>),
+    /// sluice's side of a TLS backend connection.
+    TlsClient(Box<tokio_rustls::client::TlsStream<TcpStream>>),
     /// Only while `upgrade_server_tls` moves the socket; a failed upgrade leaves it here.
     Detached,
 }
@@ -79,13 +81,14 @@ impl PacketStream {
         match &self.socket {
             Transport::Plain(s) => s.peer_addr().ok(),
             Transport::Tls(s) => s.get_ref().0.peer_addr().ok(),
+            Transport::TlsClient(s) => s.get_ref().0.peer_addr().ok(),
             Transport::Detached => None,
         }
     }
 
     /// True once the socket carries TLS.
     pub fn is_secure(&self) -> bool {
-        matches!(self.socket, Transport::Tls(_))
+        matches!(self.socket, Transport::Tls(_) | Transport::TlsClient(_))
     }
 
     /// Runs the server side of a TLS handshake on the plain socket (after the client's
@@ -102,6 +105,38 @@ impl PacketStream {
             .await?;
         fed?;
         self.socket = Transport::Tls(Box::new(tls));
+        Ok(())
+    }
+
+    /// For a connection that sits idle between commands: has the peer closed it, or sent
+    /// something unasked (a server's "connection killed" ERR before it closes)? Either way it
+    /// cannot be used. Never waits; a socket with nothing to read is alive.
+    pub fn closed_while_idle(&mut self) -> bool {
+        if !self.rbuf.is_empty() {
+            return true;
+        }
+        let tcp = match &self.socket {
+            Transport::Plain(s) => s,
+            Transport::Tls(s) => s.get_ref().0,
+            Transport::TlsClient(s) => s.get_ref().0,
+            Transport::Detached => return true,
+        };
+        let mut probe = [0u8; 1];
+        !matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+
+    /// Runs the client side of a TLS handshake with a backend (after sluice's SSLRequest).
+    /// The server says nothing between the SSLRequest and the handshake, so nothing is buffered.
+    pub async fn upgrade_client_tls(
+        &mut self,
+        connector: &tokio_rustls::TlsConnector,
+        name: rustls::pki_types::ServerName<'static>,
+    ) -> Result<(), Error> {
+        let Transport::Plain(tcp) = std::mem::replace(&mut self.socket, Transport::Detached) else {
+            return Err(Error::Io(std::io::ErrorKind::InvalidInput.into()));
+        };
+        let tls = connector.connect(name, tcp).await.map_err(Error::Tls)?;
+        self.socket = Transport::TlsClient(Box::new(tls));
         Ok(())
     }
 
@@ -177,6 +212,7 @@ impl PacketStream {
         let n = match &mut self.socket {
             Transport::Plain(s) => s.read_buf(&mut self.rbuf).await?,
             Transport::Tls(s) => s.read_buf(&mut self.rbuf).await?,
+            Transport::TlsClient(s) => s.read_buf(&mut self.rbuf).await?,
             Transport::Detached => return Err(Error::Closed),
         };
         Ok(n > 0)
@@ -229,6 +265,10 @@ impl PacketStream {
                     s.write_all(&self.wbuf).await?;
                     s.flush().await
                 }
+                Transport::TlsClient(s) => {
+                    s.write_all(&self.wbuf).await?;
+                    s.flush().await
+                }
                 Transport::Detached => Err(std::io::ErrorKind::NotConnected.into()),
             }
         };
@@ -255,6 +295,7 @@ impl PacketStream {
             Transport::Plain(s) => s.shutdown().await,
             // Sends close_notify, then shuts the TCP write side.
             Transport::Tls(s) => s.shutdown().await,
+            Transport::TlsClient(s) => s.shutdown().await,
             Transport::Detached => Ok(()),
         };
     }

@@ -1,14 +1,21 @@
-//! Client-facing TLS: loads `tls_cert`/`tls_key` into a rustls `ServerConfig` once at start-up.
+//! TLS configs, built once at start-up: the client-facing `ServerConfig` from
+//! `tls_cert`/`tls_key`, and the backend-facing `ClientConfig` from `backend_tls` /
+//! `backend_tls_ca` with the certificate check each mode asks for.
 //!
-//! The socket upgrade itself lives in `stream.rs` (`PacketStream::upgrade_server_tls`) and the
-//! SSLRequest exchange in `client.rs`; this file only turns PEM files into a config.
+//! The socket upgrades live in `stream.rs` and the SSLRequest exchanges in `client.rs` and
+//! `backend.rs`; this file only turns PEM files and modes into configs.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::ServerConfig;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig};
+
+use crate::config::BackendTlsMode;
 
 /// Why the TLS files could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +34,194 @@ pub enum TlsError {
     },
     #[error("TLS certificate and key do not make a usable server config: {0}")]
     Rustls(#[from] rustls::Error),
+    #[error("backend_tls_ca {path} holds no usable CA certificate")]
+    NoCa { path: PathBuf },
+    #[error("backend_tls_ca {0} cannot be used to verify certificates: {1}")]
+    Verifier(PathBuf, rustls::client::VerifierBuilderError),
+    #[error("backend address {0} has no host name or IP that a certificate could name")]
+    ServerName(String),
+}
+
+/// What a backend connection needs for TLS: the mode, the rustls config and the name the
+/// certificate must carry (checked only under verify_identity).
+pub struct BackendTls {
+    pub mode: BackendTlsMode,
+    pub connector: tokio_rustls::TlsConnector,
+    pub server_name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for BackendTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BackendTls({})", self.mode)
+    }
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    // Explicit provider: exactly one is compiled in, but naming it keeps start-up independent
+    // of whatever process-wide default another crate might install.
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Builds the backend TLS settings; `None` when `mode` is disabled.
+pub fn load_backend_tls(
+    mode: BackendTlsMode,
+    ca: Option<&Path>,
+    backend_addr: &str,
+) -> Result<Option<Arc<BackendTls>>, TlsError> {
+    if mode == BackendTlsMode::Disabled {
+        return Ok(None);
+    }
+    let host = backend_addr
+        .rsplit_once(':')
+        .map_or(backend_addr, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let server_name = ServerName::try_from(host.to_string())
+        .map_err(|_| TlsError::ServerName(backend_addr.to_string()))?;
+    let provider = provider();
+    let verifier: Arc<dyn ServerCertVerifier> = match (mode.verifies(), ca) {
+        (true, Some(path)) => {
+            let roots = load_roots(path)?;
+            let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+                .build()
+                .map_err(|e| TlsError::Verifier(path.to_path_buf(), e))?;
+            Arc::new(CaVerifier {
+                webpki,
+                check_name: mode == BackendTlsMode::VerifyIdentity,
+            })
+        }
+        // Validation makes verify_* without a CA impossible; treat it as unverified.
+        _ => Arc::new(NoVerifier(provider.clone())),
+    };
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    Ok(Some(Arc::new(BackendTls {
+        mode,
+        connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+        server_name,
+    })))
+}
+
+fn load_roots(path: &Path) -> Result<Arc<RootCertStore>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|source| TlsError::Cert {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let mut roots = RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(certs);
+    if added == 0 {
+        return Err(TlsError::NoCa {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(Arc::new(roots))
+}
+
+/// verify_ca / verify_identity: the chain must lead to the configured CA; under verify_ca a
+/// certificate that names another host is still accepted (MySQL's VERIFY_CA).
+#[derive(Debug)]
+struct CaVerifier {
+    webpki: Arc<WebPkiServerVerifier>,
+    check_name: bool,
+}
+
+impl ServerCertVerifier for CaVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self
+            .webpki
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) if !self.check_name => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
+/// preferred / required: encryption without authentication of the server (MySQL's
+/// PREFERRED and REQUIRED). The handshake signatures are still checked, so the session keys
+/// belong to whoever holds the presented certificate's key.
+#[derive(Debug)]
+struct NoVerifier(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoVerifier {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// Builds the server config from a PEM certificate chain and a PEM private key (PKCS#8,
@@ -45,10 +240,7 @@ pub fn load_server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, 
         path: key.to_path_buf(),
         source,
     })?;
-    // Explicit provider: exactly one is compiled in, but naming it keeps start-up independent
-    // of whatever process-wide default another crate might install.
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = ServerConfig::builder_with_provider(provider)
+    let config = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(chain, key_der)?;

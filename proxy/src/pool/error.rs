@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use super::outage::OutageView;
+use crate::stats::ConnectFailure;
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The session waited `queue_timeout` for an execution slot or a backend connection.
@@ -11,12 +14,21 @@ pub enum Error {
         pool_size: u32,
         queued: usize,
     },
-    /// Opening a backend connection failed.
-    #[error("cannot connect to backend {addr}: {source}")]
+    /// Opening a backend connection failed. Permanent kinds (access denied, unknown database)
+    /// reach the client at once; others make the checkout wait for the reconnect loop.
+    #[error("cannot connect to backend {addr} as {user}: {source}")]
     Connect {
         addr: String,
+        user: String,
+        kind: ConnectFailure,
         #[source]
         source: crate::conn::Error,
+    },
+    /// The server stayed unreachable for as long as the statement could wait.
+    #[error("backend {} is down (waited {waited:?})", view.addr)]
+    BackendDown {
+        view: Box<OutageView>,
+        waited: Duration,
     },
     /// The pool is shutting down.
     #[error("the pool is closed")]

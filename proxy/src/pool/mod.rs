@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod guard;
+pub mod outage;
 pub mod recycle;
 pub mod slots;
 
@@ -22,6 +23,7 @@ use tokio::sync::Notify;
 use crate::conn::backend::{BackendTarget, Health, MovableState, PoolKey};
 use crate::conn::BackendConn;
 use crate::stats::{BackendCloseReason, RecycleOutcome, Stats};
+use outage::{Outage, OutageView};
 use recycle::{PoolFacts, Recycle};
 
 #[derive(Clone)]
@@ -37,6 +39,12 @@ struct Shared {
     lifetime_secs: AtomicU32,
     closed: AtomicBool,
     stats: Arc<Stats>,
+    /// Is the server reachable; the reconnect loop's flag.
+    outage: Outage,
+    /// The group `min_idle` keeps warm: the last one that needed a new connection.
+    warm: Mutex<Option<Arc<(PoolKey, BackendTarget)>>>,
+    /// Warm-up connects in flight, so a slow connect is not started twice.
+    warming: AtomicU32,
 }
 
 enum Plan {
@@ -85,6 +93,9 @@ impl Pool {
                 ),
                 closed: AtomicBool::new(false),
                 stats,
+                outage: Outage::default(),
+                warm: Mutex::new(None),
+                warming: AtomicU32::new(0),
             }),
         }
     }
@@ -127,19 +138,29 @@ impl Pool {
 
     /// A backend for `key`, preferring one whose movable state already matches `want`;
     /// opens a new one when none is idle and the cap allows, otherwise waits until `deadline`.
+    /// While the server is down, waits for the reconnect loop at most `down_wait` (and never
+    /// past `deadline`), then fails with `Error::BackendDown`.
     pub async fn checkout(
         &self,
         key: &PoolKey,
         want: &MovableState,
         target: &BackendTarget,
         deadline: Instant,
+        down_wait: Duration,
     ) -> Result<PooledBackend, Error> {
+        let started = Instant::now();
+        let mut down_until: Option<Instant> = None;
         loop {
             if self.shared.closed.load(Ordering::Relaxed) {
                 return Err(Error::Closed);
             }
+            let mut up_rx = self.shared.outage.subscribe();
+            let up = *up_rx.borrow_and_update();
+            if !up && down_until.is_none() {
+                down_until = Some(deadline.min(Instant::now() + down_wait));
+            }
             // Fast path without registering for a wake-up (that takes the Notify's lock).
-            let plan = match self.plan_checkout(key, want) {
+            let plan = match self.plan_checkout(key, want, up) {
                 Plan::Wait => None,
                 other => Some(other),
             };
@@ -149,11 +170,18 @@ impl Pool {
                 Some(plan) => plan,
                 None => {
                     freed.as_mut().enable();
-                    self.plan_checkout(key, want)
+                    self.plan_checkout(key, want, up)
                 }
             };
             match plan {
-                Plan::Idle(conn) => return Ok(PooledBackend::new(conn, self.clone())),
+                Plan::Idle(mut conn) => {
+                    if conn.stream.closed_while_idle() {
+                        // The server closed it (restart, kill, wait_timeout): try the next.
+                        self.close(conn, BackendCloseReason::Broken);
+                        continue;
+                    }
+                    return Ok(PooledBackend::new(conn, self.clone()));
+                }
                 Plan::Open(evicted) => {
                     if evicted.is_some() {
                         self.shared
@@ -161,30 +189,69 @@ impl Pool {
                             .backend_closed(BackendCloseReason::Evicted);
                         drop(evicted);
                     }
-                    return self.open_new(key, target).await;
+                    match self.open_new(key, target).await {
+                        Err(Error::Connect { kind, .. }) if !kind.is_permanent() => continue,
+                        other => return other,
+                    }
                 }
                 Plan::Wait => {
-                    if tokio::time::timeout_at(deadline.into(), freed)
-                        .await
-                        .is_err()
-                    {
-                        return Err(Error::QueueTimeout {
-                            waited: Duration::ZERO,
-                            pool_size: self.shared.slots.size(),
-                            queued: self.shared.slots.waiting(),
-                        });
+                    let until = if up {
+                        deadline
+                    } else {
+                        down_until.unwrap_or(deadline)
+                    };
+                    let back_up = async {
+                        if up {
+                            std::future::pending::<()>().await
+                        } else {
+                            let _ = up_rx.wait_for(|up| *up).await;
+                        }
+                    };
+                    tokio::select! {
+                        _ = freed => {}
+                        _ = back_up => {}
+                        _ = tokio::time::sleep_until(until.into()) => {
+                            return Err(if up {
+                                Error::QueueTimeout {
+                                    waited: started.elapsed(),
+                                    pool_size: self.shared.slots.size(),
+                                    queued: self.shared.slots.waiting(),
+                                }
+                            } else {
+                                self.down_error(started.elapsed())
+                            });
+                        }
                     }
                 }
             }
         }
     }
 
+    fn down_error(&self, waited: Duration) -> Error {
+        Error::BackendDown {
+            view: Box::new(self.shared.outage.view()),
+            waited,
+        }
+    }
+
+    /// Whether the backend server is reachable, and its last connect error.
+    pub fn outage(&self) -> OutageView {
+        self.shared.outage.view()
+    }
+
+    pub fn backend_up(&self) -> bool {
+        self.shared.outage.is_up()
+    }
+
     /// Under the lock: an idle backend, or a reserved place for a new one (possibly after
     /// evicting an idle backend of another group), or nothing yet.
-    fn plan_checkout(&self, key: &PoolKey, want: &MovableState) -> Plan {
+    /// While the server is down (`!may_open`) only the reconnect loop opens connections.
+    fn plan_checkout(&self, key: &PoolKey, want: &MovableState, may_open: bool) -> Plan {
         let mut b = self.lock();
         if let Some(conn) = take_best(&mut b, key, want) {
             Plan::Idle(conn)
+        } else if !may_open {
+            Plan::Wait
         } else if b.open < self.shared.max_open.load(Ordering::Relaxed) {
             b.open += 1;
             Plan::Open(None)
@@ -236,20 +303,152 @@ impl Pool {
         key: &PoolKey,
         target: &BackendTarget,
     ) -> Result<PooledBackend, Error> {
+        self.remember_group(key, target);
+        let conn = self.connect_reserved(key, target).await?;
+        Ok(PooledBackend::new(conn, self.clone()))
+    }
+
+    /// Connects for a reserved place; on failure gives the place back, records the error,
+    /// and starts the reconnect loop if the server looks down.
+    async fn connect_reserved(
+        &self,
+        key: &PoolKey,
+        target: &BackendTarget,
+    ) -> Result<BackendConn, Error> {
         match BackendConn::connect(target, key.clone()).await {
             Ok(conn) => {
                 Stats::incr(&self.shared.stats.backend_connects);
-                Ok(PooledBackend::new(conn, self.clone()))
+                Ok(conn)
             }
             Err(source) => {
+                let kind = outage::classify(&source);
                 Stats::incr(&self.shared.stats.backend_connect_errors);
+                self.shared.stats.connect_failed(kind);
                 self.lock().open -= 1;
                 self.shared.freed.notify_one();
+                if self
+                    .shared
+                    .outage
+                    .failed(&target.addr, kind, source.to_string())
+                {
+                    self.spawn_reconnect(key.clone(), target.clone());
+                }
                 Err(Error::Connect {
                     addr: target.addr.clone(),
+                    user: target.user.clone(),
+                    kind,
                     source,
                 })
             }
+        }
+    }
+
+    fn spawn_reconnect(&self, key: PoolKey, target: BackendTarget) {
+        let pool = self.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(pool.reconnect(key, target));
+        }
+    }
+
+    /// The one reconnect loop of an outage: exponential backoff until the server answers.
+    /// A connection it opens goes to the idle list for the first waiter.
+    async fn reconnect(self, key: PoolKey, target: BackendTarget) {
+        let mut delay = outage::BACKOFF_START;
+        loop {
+            let (pause, next) = outage::next_backoff(delay);
+            delay = next;
+            tokio::time::sleep(pause).await;
+            if self.shared.closed.load(Ordering::Relaxed) {
+                self.shared.outage.back_up();
+                return;
+            }
+            match BackendConn::connect(&target, key.clone()).await {
+                Ok(conn) => {
+                    Stats::incr(&self.shared.stats.backend_connects);
+                    self.adopt(conn);
+                    self.shared.outage.back_up();
+                    return;
+                }
+                Err(e) => {
+                    let kind = outage::classify(&e);
+                    Stats::incr(&self.shared.stats.backend_connect_errors);
+                    self.shared.stats.connect_failed(kind);
+                    if kind.is_permanent() {
+                        // The server answers (it refuses this account): it is up.
+                        self.shared.outage.still_down(kind, e.to_string());
+                        self.shared.outage.back_up();
+                        return;
+                    }
+                    self.shared.outage.still_down(kind, e.to_string());
+                }
+            }
+        }
+    }
+
+    /// Takes a connection opened outside a checkout into the idle list, if the cap allows.
+    fn adopt(&self, conn: BackendConn) {
+        {
+            let mut b = self.lock();
+            if b.open >= self.shared.max_open.load(Ordering::Relaxed) {
+                return;
+            }
+            b.open += 1;
+        }
+        self.put_idle(conn);
+    }
+
+    fn remember_group(&self, key: &PoolKey, target: &BackendTarget) {
+        let mut warm = self.shared.warm.lock().unwrap_or_else(|p| p.into_inner());
+        if warm.as_ref().map(|w| &w.0) != Some(key) {
+            *warm = Some(Arc::new((key.clone(), target.clone())));
+        }
+    }
+
+    /// Sets the group `min_idle` warms before any client has connected.
+    pub fn set_warm_group(&self, key: PoolKey, target: BackendTarget) {
+        self.remember_group(&key, &target);
+    }
+
+    /// Opens connections (in the background) until the warm group has `min_idle` idle ones,
+    /// within the cap; nothing while the server is down (the reconnect loop comes first).
+    pub fn warm_up(&self, min_idle: u32) {
+        if min_idle == 0
+            || !self.shared.outage.is_up()
+            || self.shared.closed.load(Ordering::Relaxed)
+        {
+            return;
+        }
+        let Some(group) = self
+            .shared
+            .warm
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        else {
+            return;
+        };
+        let missing = {
+            let mut b = self.lock();
+            let idle = b.idle.get(&group.0).map_or(0, Vec::len) as u32;
+            let in_flight = self.shared.warming.load(Ordering::Relaxed);
+            let room = self
+                .shared
+                .max_open
+                .load(Ordering::Relaxed)
+                .saturating_sub(b.open);
+            let n = min_idle.saturating_sub(idle + in_flight).min(room);
+            b.open += n;
+            n
+        };
+        for _ in 0..missing {
+            self.shared.warming.fetch_add(1, Ordering::Relaxed);
+            let (pool, group) = (self.clone(), group.clone());
+            tokio::spawn(async move {
+                if let Ok(conn) = pool.connect_reserved(&group.0, &group.1).await {
+                    pool.put_idle(conn);
+                }
+                pool.shared.warming.fetch_sub(1, Ordering::Relaxed);
+            });
         }
     }
 
@@ -317,37 +516,57 @@ impl Pool {
         self.shared.freed.notify_one();
     }
 
-    /// Closes idle backends that were unused for `idle_timeout`, keeping `min_idle`.
+    /// Closes idle backends that were unused for `idle_timeout`, keeping `min_idle` of the
+    /// warm group (other groups' idle backends all time out), and idle ones older than
+    /// `server_lifetime` (warm-up replaces them). A zero duration disables either.
     pub fn close_idle_older_than(&self, idle_timeout: Duration, min_idle: u32) -> usize {
         let now = Instant::now();
+        let lifetime =
+            Duration::from_secs(self.shared.lifetime_secs.load(Ordering::Relaxed) as u64);
+        let warm = self.warm_key();
         let mut victims = Vec::new();
         {
             let mut b = self.lock();
-            let mut keep = b.idle_count;
-            for list in b.idle.values_mut() {
+            for (key, list) in b.idle.iter_mut() {
+                let mut keep = if Some(key) == warm.as_ref() {
+                    list.len() as u32
+                } else {
+                    0
+                };
+                // Oldest first, so the kept ones are the most recently used.
                 let mut i = 0;
                 while i < list.len() {
-                    if keep > min_idle && now.duration_since(list[i].last_used) >= idle_timeout {
-                        victims.push(list.remove(i));
-                        keep -= 1;
+                    let expired = !idle_timeout.is_zero()
+                        && now.duration_since(list[i].last_used) >= idle_timeout;
+                    let too_old =
+                        !lifetime.is_zero() && now.duration_since(list[i].created) >= lifetime;
+                    if too_old || (expired && (keep > min_idle || keep == 0)) {
+                        let conn = list.remove(i);
+                        self.shared.stats.backend_closed(if too_old {
+                            BackendCloseReason::Lifetime
+                        } else {
+                            BackendCloseReason::IdleTimeout
+                        });
+                        victims.push(conn);
+                        keep = keep.saturating_sub(1);
                     } else {
                         i += 1;
                     }
                 }
             }
-            b.idle_count = keep;
+            b.idle_count -= victims.len() as u32;
             b.open -= victims.len() as u32;
         }
         let n = victims.len();
-        for _ in 0..n {
-            self.shared
-                .stats
-                .backend_closed(BackendCloseReason::IdleTimeout);
-        }
         if n > 0 {
             self.shared.freed.notify_waiters();
         }
         n
+    }
+
+    fn warm_key(&self) -> Option<PoolKey> {
+        let warm = self.shared.warm.lock().unwrap_or_else(|p| p.into_inner());
+        warm.as_ref().map(|w| w.0.clone())
     }
 
     /// Takes every idle backend out for a health check; `give_back` returns the healthy ones.
@@ -439,9 +658,10 @@ fn take_best(b: &mut Backends, key: &PoolKey, want: &MovableState) -> Option<Bac
 /// 3: identical; 2: same variables, other schema; 1: replay needs only SETs; 0: needs a reset.
 pub fn replay_score(have: &MovableState, want: &MovableState) -> u8 {
     let vars_equal = have.vars == want.vars;
-    if vars_equal && have.schema == want.schema {
+    if have == want {
         3
     } else if vars_equal && (want.schema.is_some() || have.schema.is_none()) {
+        // Includes "only the multi-statements option differs" (one COM_SET_OPTION).
         2
     } else if have.vars.keys().all(|k| want.vars.contains_key(k))
         && (want.schema.is_some() || have.schema.is_none())

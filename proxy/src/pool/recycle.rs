@@ -33,7 +33,7 @@ pub fn decide(conn: &BackendConn, facts: &PoolFacts, now: Instant) -> Recycle {
         Recycle::Close(BackendCloseReason::Shutdown)
     } else if facts.open > facts.max_open {
         Recycle::Close(BackendCloseReason::OverLimit)
-    } else if now.duration_since(conn.created) >= facts.lifetime {
+    } else if !facts.lifetime.is_zero() && now.duration_since(conn.created) >= facts.lifetime {
         Recycle::Close(BackendCloseReason::Lifetime)
     } else if conn.health == Health::Dirty {
         Recycle::Reset

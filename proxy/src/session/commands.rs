@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::{framed, Flow, Session, Step};
 use crate::classify::{classify, Classification, KillTarget};
-use crate::conn::backend::{query_payload, BackendConn, Health, MovableState, PoolKey};
+use crate::conn::backend::{query_payload, BackendConn, Health, PoolKey};
 use crate::protocol::frame::LogicalSpan;
 use crate::protocol::{
     auth, ChangeUser, Command, ErrPacket, ResponseKind, ResponseSummary, SessionStateChange,
@@ -38,11 +38,7 @@ impl Session {
                 self.change_user(&body).await
             }
             Command::ProcessKill(id) => self.kill(KillTarget::Connection(u64::from(id))).await,
-            Command::SetOption(_) => {
-                // Toggles multi-statements on the backend connection: not movable state.
-                self.pin(PinReason::UntrackedState);
-                self.statement(&packet, ResponseKind::Simple, None).await
-            }
+            Command::SetOption(option) => self.set_option(option).await,
             Command::Query(sql) => {
                 let class = classify(sql);
                 if let Some(target) = class.kill {
@@ -184,6 +180,59 @@ impl Session {
         }
     }
 
+    /// COM_SET_OPTION: the multi-statements option is movable session state. sluice answers
+    /// it as the server would (EOF, or OK-0xFE under DEPRECATE_EOF) and replays it on
+    /// whichever backend runs the session's next statement, so it never pins.
+    async fn set_option(&mut self, option: u16) -> Step {
+        let on = match option {
+            0 => true,
+            1 => false,
+            _ => {
+                let msg = format!("Unknown COM_SET_OPTION value {option}; the session continues");
+                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes()))
+                    .await?;
+                return Ok(Flow::Continue);
+            }
+        };
+        self.state.movable.multi_statements = on;
+        if let Some(b) = self.backend.as_mut() {
+            // A session that keeps its backend (transaction, pin) gets it there right away.
+            match b
+                .run_simple(&crate::conn::backend::set_option_payload(on))
+                .await
+            {
+                Ok(Ok(_)) => b.state.multi_statements = on,
+                Ok(Err(err)) => {
+                    self.reply_err(1, &err).await?;
+                    return Ok(Flow::Continue);
+                }
+                Err(_) => b.health = Health::Broken,
+            }
+        }
+        let status = self.state.local_status();
+        let mut out = BytesMut::new();
+        if self
+            .caps
+            .contains(crate::protocol::Capabilities::CLIENT_DEPRECATE_EOF)
+        {
+            let mut ok = crate::protocol::OkPacket::new(status);
+            ok.header = 0xFE;
+            ok.session_state.clear();
+            ok.encode(self.caps, &mut out);
+        } else {
+            crate::protocol::EofPacket {
+                warnings: 0,
+                status,
+            }
+            .encode(&mut out);
+        }
+        self.client
+            .send_packet(1, &out)
+            .await
+            .map_err(|_| ClientCloseReason::Eof)?;
+        Ok(Flow::Continue)
+    }
+
     async fn ok_reply(&mut self) -> Step {
         self.send_ok(1).await.map_err(|_| ClientCloseReason::Eof)?;
         Ok(Flow::Continue)
@@ -269,7 +318,7 @@ impl Session {
             return Ok(Flow::Continue);
         };
         self.drop_session_state();
-        self.target = crate::context::backend_target(&config, &user);
+        self.target = crate::context::backend_target(&config, &user, &self.ctx.backend_tls);
         let collation = req.collation.map(|c| c as u8).unwrap_or(self.key.collation);
         self.key = PoolKey {
             user: std::sync::Arc::from(self.target.user.as_str()),
@@ -280,7 +329,7 @@ impl Session {
             u.clone_from(&user.name);
         }
         self.user = user;
-        self.state.movable = MovableState::default();
+        self.state.clear_movable();
         if let Some(db) = req.database.filter(|d| !d.is_empty()) {
             if let Err(err) = self.select_database(db).await {
                 self.reply_err(seq, &err).await?;

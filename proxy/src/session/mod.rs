@@ -137,7 +137,7 @@ impl Session {
         reg: Registration,
     ) -> Session {
         let config = ctx.config();
-        let target = backend_target(&config, &user);
+        let target = backend_target(&config, &user, &ctx.backend_tls);
         let key = PoolKey {
             user: Arc::from(target.user.as_str()),
             caps: (caps & flags::shaping_mask()).bits(),
@@ -154,7 +154,8 @@ impl Session {
             user,
             key,
             target,
-            state: SessionState::new(None),
+            state: SessionState::new(None)
+                .with_multi_statements(caps.contains(Capabilities::CLIENT_MULTI_STATEMENTS)),
             slot: None,
             backend: None,
             stmts: prepared::ClientStmts::default(),
@@ -338,7 +339,12 @@ impl Session {
 
     async fn acquire_inner(&mut self) -> Result<(), ErrPacket> {
         let config = self.ctx.config();
-        let deadline = Instant::now() + config.queue_timeout;
+        let mut deadline = Instant::now() + config.queue_timeout;
+        if !self.ctx.pool.backend_up() {
+            // During an outage nobody waits longer than backend_down_wait, in the slot
+            // queue or for a backend.
+            deadline = deadline.min(Instant::now() + config.backend_down_wait);
+        }
         if self.slot.is_none() {
             self.admit(&config)?;
             self.reg.info.set_phase(ClientPhase::Waiting);
@@ -349,14 +355,27 @@ impl Session {
                 .pool
                 .acquire_slot(left)
                 .await
-                .map_err(|e| self.pool_error(&e))?;
+                .map_err(|e| match e {
+                    pool::Error::QueueTimeout { waited, .. } if !self.ctx.pool.backend_up() => self
+                        .pool_error(&pool::Error::BackendDown {
+                            view: Box::new(self.ctx.pool.outage()),
+                            waited,
+                        }),
+                    e => self.pool_error(&e),
+                })?;
             self.slot = Some(slot);
         }
         if self.backend.is_none() {
             let b = self
                 .ctx
                 .pool
-                .checkout(&self.key, &self.state.movable, &self.target, deadline)
+                .checkout(
+                    &self.key,
+                    &self.state.movable,
+                    &self.target,
+                    deadline,
+                    config.backend_down_wait,
+                )
                 .await
                 .map_err(|e| self.pool_error(&e))?;
             self.backend = Some(b);
@@ -650,12 +669,58 @@ pub fn pool_error_packet(e: &pool::Error, config: &crate::config::Config) -> Err
             )
             .as_bytes(),
         ),
-        pool::Error::Connect { addr, source } => ErrPacket::new(
-            2003,
-            "HY000",
-            format!("sluice cannot connect to backend MySQL server at '{addr}': {source}").as_bytes(),
-        ),
+        pool::Error::Connect { addr, user, kind, source } => {
+            // A login refusal keeps the server's own code (1045, 1049 ...) so that drivers
+            // treat it as the permanent error it is; the text says it is sluice's backend login.
+            let (code, state) = match source {
+                crate::conn::Error::Server(e) => (e.code, String::from_utf8_lossy(&e.sql_state).into_owned()),
+                _ => (2003, "HY000".to_string()),
+            };
+            ErrPacket::new(
+                code,
+                &state,
+                format!(
+                    "sluice cannot log in to its backend MySQL server at '{addr}' as '{user}' ({kind}): {source}; {}",
+                    connect_advice(*kind)
+                )
+                .as_bytes(),
+            )
+        }
+        pool::Error::BackendDown { view, waited } => {
+            let down_for = view.down_since.map(|t| t.elapsed()).unwrap_or_default();
+            let last = view.last_error.as_ref().map_or_else(
+                || "none".to_string(),
+                |e| format!("{} ({}, {} ago)", e.message, e.kind, fmt_ms(e.at.elapsed())),
+            );
+            ErrPacket::new(
+                2003,
+                "HY000",
+                format!(
+                    "sluice cannot reach its backend MySQL server at '{}' (down for {}, waited {} of backend_down_wait {}); \
+                     last connect error: {last}. sluice keeps reconnecting; retry later",
+                    view.addr,
+                    fmt_ms(down_for),
+                    fmt_ms(*waited),
+                    fmt_ms(config.backend_down_wait),
+                )
+                .as_bytes(),
+            )
+        }
         pool::Error::Closed => ErrPacket::new(1053, "08S01", b"Server shutdown in progress: sluice is stopping"),
+    }
+}
+
+/// What an operator should look at after a connect failure.
+fn connect_advice(kind: crate::stats::ConnectFailure) -> &'static str {
+    use crate::stats::ConnectFailure as F;
+    match kind {
+        F::AccessDenied => {
+            "check backend_user / backend_password in sluice's config and the account's grants"
+        }
+        F::UnknownDatabase => "check that the database exists on the backend",
+        F::Tls => "check backend_tls, backend_tls_ca and the server's certificate",
+        F::Protocol => "the backend speaks a protocol or auth plugin sluice does not support",
+        _ => "retry; sluice keeps reconnecting",
     }
 }
 

@@ -1,5 +1,6 @@
 //! Bringing a backend to a session's movable state in one round trip: one `SET` for the
-//! session variables that differ, plus COM_INIT_DB when the schema differs.
+//! session variables that differ, COM_INIT_DB when the schema differs, and COM_SET_OPTION
+//! when the multi-statements option differs.
 
 use crate::conn::backend::MovableState;
 
@@ -34,6 +35,9 @@ pub fn replay_commands(have: &MovableState, want: &MovableState) -> Vec<Vec<u8>>
             p.extend_from_slice(db);
             cmds.push(p);
         }
+    }
+    if have.multi_statements != want.multi_statements {
+        cmds.push(crate::conn::backend::set_option_payload(want.multi_statements).to_vec());
     }
     cmds
 }
@@ -99,7 +103,18 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
                 .collect(),
+            multi_statements: false,
         }
+    }
+
+    #[test]
+    fn a_differing_multi_statements_option_becomes_com_set_option() {
+        let have = state(Some("db"), &[]);
+        let mut want = have.clone();
+        want.multi_statements = true;
+        assert_eq!(replay_commands(&have, &want), vec![vec![0x1b, 0, 0]]);
+        assert_eq!(replay_commands(&want, &have), vec![vec![0x1b, 1, 0]]);
+        assert_eq!(crate::pool::replay_score(&have, &want), 2);
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct SessionState {
     /// The last statement left warnings: the next one (SHOW WARNINGS, GET DIAGNOSTICS,
     /// @@warning_count) must run on the same backend to see them.
     pub warnings_pending: bool,
+    /// The multi-statements option a reset returns to: the client's capability flag.
+    multi_statements_baseline: bool,
 }
 
 impl SessionState {
@@ -37,7 +39,23 @@ impl SessionState {
             table_locks: false,
             last_insert_id: 0,
             warnings_pending: false,
+            multi_statements_baseline: false,
         }
+    }
+
+    /// Records the client's CLIENT_MULTI_STATEMENTS capability as the option's baseline.
+    pub fn with_multi_statements(mut self, on: bool) -> Self {
+        self.multi_statements_baseline = on;
+        self.movable.multi_statements = on;
+        self
+    }
+
+    /// Back to the baseline schema-less state (COM_CHANGE_USER).
+    pub fn clear_movable(&mut self) {
+        self.movable = MovableState {
+            multi_statements: self.multi_statements_baseline,
+            ..MovableState::default()
+        };
     }
 
     pub fn in_transaction(&self) -> bool {
@@ -78,6 +96,7 @@ impl SessionState {
     /// After COM_RESET_CONNECTION / COM_CHANGE_USER: back to a fresh session.
     pub fn reset(&mut self) {
         self.movable.vars.clear();
+        self.movable.multi_statements = self.multi_statements_baseline;
         self.status = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
         self.pins = 0;
         self.named_locks = 0;

@@ -47,6 +47,20 @@ def main():
     cur.execute("DROP TABLE mc_t")
     cur.close()
     session_checks.session_variables(conn, out, MySQLdb.MySQLError)
+    # COM_SET_OPTION (mysql_set_server_option): multi-statements off, then on again. Through
+    # sluice the option follows the session to whichever backend runs the next statement.
+    for option, label in ((1, "off"), (0, "on")):
+        MySQLdb._mysql.connection.set_server_option(conn, option)
+        cur = conn.cursor()
+        try:
+            cur.execute("SELECT 1; SELECT 2")
+            results = [cur.fetchall()]
+            while cur.nextset():
+                results.append(cur.fetchall())
+            out.append("multi-statements %s: %r" % (label, results))
+        except MySQLdb.MySQLError as e:
+            out.append("multi-statements %s: error %d" % (label, e.args[0]))
+        cur.close()
     conn.close()
     print("\n".join(out))
 

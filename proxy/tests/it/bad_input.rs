@@ -99,7 +99,7 @@ impl Raw {
     }
 
     /// Sends one packet with header `seq`.
-    async fn send(&mut self, seq: u8, payload: &[u8]) {
+    pub(crate) async fn send(&mut self, seq: u8, payload: &[u8]) {
         let mut out = BytesMut::new();
         write_packet(&mut out, seq, payload);
         self.send_bytes(&out).await;
@@ -197,7 +197,7 @@ impl Raw {
         }
     }
 
-    async fn packet(&mut self) -> Vec<u8> {
+    pub(crate) async fn packet(&mut self) -> Vec<u8> {
         match self.read().await {
             Read::Packet(_, p) => p,
             Read::Closed => panic!("sluice closed the connection mid-response"),

@@ -89,23 +89,31 @@ async fn killing_the_backend_thread_gives_2013_and_the_next_statement_a_fresh_ba
     proxy.shutdown().await;
 }
 
-/// What one load client saw, with times.
+/// One statement a load client ran: when it was sent, when its answer came, and the error.
+struct Shot {
+    sent: Instant,
+    done: Instant,
+    error: Option<String>,
+}
+
 #[derive(Default)]
 struct Timeline {
-    errors: Vec<(Instant, String)>,
-    successes: Vec<Instant>,
+    shots: Vec<Shot>,
     hung: bool,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_and_restart_of_the_server_under_16_clients() {
+async fn sigkill_and_restart_of_the_server_under_64_clients() {
+    const CLIENTS: usize = 64;
     let mut server = private_server().await;
     let mut cfg = config_for_local(&server, 4);
     cfg.connect_timeout = Duration::from_secs(1);
+    cfg.queue_timeout = Duration::from_secs(20);
+    cfg.backend_down_wait = Duration::from_secs(15);
     let proxy = start(cfg).await;
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
-    let lines: Vec<Arc<Mutex<Timeline>>> = (0..16).map(|_| Arc::default()).collect();
+    let lines: Vec<Arc<Mutex<Timeline>>> = (0..CLIENTS).map(|_| Arc::default()).collect();
     for (c, line) in lines.iter().enumerate() {
         let opts = opts_at(proxy.local_addr(), "app", "secret", None);
         let (stop, line) = (stop.clone(), line.clone());
@@ -115,9 +123,12 @@ async fn sigkill_and_restart_of_the_server_under_16_clients() {
             while !stop.load(Ordering::Relaxed) {
                 i += 1;
                 let sql = format!("SELECT {c} * 1000000 + {i} FROM (SELECT SLEEP(0.02)) s");
-                match tokio::time::timeout(Duration::from_secs(2), conn.query_first::<u64, _>(sql))
-                    .await
-                {
+                let sent = Instant::now();
+                let r =
+                    tokio::time::timeout(Duration::from_secs(20), conn.query_first::<u64, _>(sql))
+                        .await;
+                let done = Instant::now();
+                let error = match r {
                     Err(_) => {
                         line.lock().unwrap().hung = true;
                         return;
@@ -126,26 +137,21 @@ async fn sigkill_and_restart_of_the_server_under_16_clients() {
                         assert_eq!(
                             v,
                             Some(c as u64 * 1_000_000 + i),
-                            "client {c} got a wrong answer"
+                            "client {c}: wrong answer"
                         );
-                        line.lock().unwrap().successes.push(Instant::now());
+                        None
                     }
                     Ok(Err(e)) => {
-                        line.lock()
-                            .unwrap()
-                            .errors
-                            .push((Instant::now(), e.to_string()));
-                        if !matches!(e, mysql_async::Error::Server(_)) {
-                            // The client's own connection broke: reconnect, as an app would.
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                            if let Ok(c2) = Conn::new(conn.opts().clone()).await {
-                                conn = c2;
-                            }
-                        } else {
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                        }
+                        // sluice answers with an ERR and keeps the session: no reconnect needed.
+                        assert!(
+                            matches!(e, mysql_async::Error::Server(_)),
+                            "client {c}: its connection to sluice broke: {e}"
+                        );
+                        Some(e.to_string())
                     }
-                }
+                };
+                line.lock().unwrap().shots.push(Shot { sent, done, error });
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }));
     }
@@ -153,6 +159,18 @@ async fn sigkill_and_restart_of_the_server_under_16_clients() {
     let killed_at = Instant::now();
     server.kill();
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    let outage = proxy.context().pool.outage();
+    assert!(!outage.up, "sluice noticed the outage");
+    let last = outage.last_error.expect("the last connect error is kept");
+    assert!(last.message.contains("refused"), "{}", last.message);
+    let servers = sluice::admin::show::servers(proxy.context());
+    assert!(
+        servers
+            .rows
+            .iter()
+            .any(|r| r.get(3) == Some(&sluice::admin::show::Cell::Text("backend_down".into()))),
+        "SHOW SERVERS shows the outage: {servers:?}"
+    );
     let mut server = tokio::task::spawn_blocking(move || {
         server.restart().expect("the server restarts on its port");
         server
@@ -165,36 +183,206 @@ async fn sigkill_and_restart_of_the_server_under_16_clients() {
     for t in tasks {
         t.await.expect("a load client panicked");
     }
+    assert!(proxy.context().pool.backend_up());
+    let mut waited_out = 0;
+    let mut failed_fast = 0;
     for (c, line) in lines.iter().enumerate() {
         let line = line.lock().unwrap();
-        assert!(!line.hung, "client {c} waited more than 2 s for an answer");
+        assert!(!line.hung, "client {c} never got an answer");
         assert!(
-            line.successes.iter().any(|t| *t < killed_at),
+            line.shots
+                .iter()
+                .any(|s| s.done < killed_at && s.error.is_none()),
             "client {c} never worked before the kill"
         );
-        let errors_after_kill = line.errors.iter().filter(|(t, _)| *t >= killed_at).count();
-        assert!(
-            errors_after_kill > 0,
-            "client {c} saw no error while the server was dead"
-        );
-        let first_ok = line.successes.iter().find(|t| **t >= ready_at).copied();
-        let first_ok = first_ok
-            .unwrap_or_else(|| panic!("client {c} never recovered: {:?}", line.errors.last()));
-        assert!(
-            first_ok - ready_at <= Duration::from_secs(2),
-            "client {c} recovered {:?} after the server was back (errors: {:?})",
-            first_ok - ready_at,
-            line.errors
-                .iter()
-                .filter(|(t, _)| *t >= ready_at)
-                .map(|(_, e)| e)
-                .collect::<Vec<_>>()
-        );
+        for s in &line.shots {
+            if s.sent < ready_at && s.done > ready_at && s.error.is_none() {
+                waited_out += 1;
+            }
+            if s.error.is_some() {
+                failed_fast += 1;
+            }
+            let running_at_kill = s.sent <= killed_at && s.done >= killed_at;
+            if running_at_kill {
+                // Running on the backend: it fails fast. Queued for a slot: it waits the
+                // outage out like a statement issued during it.
+                match &s.error {
+                    Some(e) => {
+                        assert!(
+                            s.done - killed_at < Duration::from_secs(2),
+                            "client {c}: the running statement took {:?} to fail",
+                            s.done - killed_at
+                        );
+                        assert!(e.contains("2013") || e.contains("Lost connection"), "{e}");
+                    }
+                    None => assert!(
+                        s.done < killed_at + Duration::from_secs(2)
+                            || s.done <= ready_at + Duration::from_secs(2),
+                        "client {c}: a queued statement ran {:?} after the server was back",
+                        s.done - ready_at
+                    ),
+                }
+            } else if s.sent > killed_at + Duration::from_millis(200) {
+                // Issued while the server was down: it waited and then ran.
+                assert!(
+                    s.error.is_none(),
+                    "client {c}: a statement issued during the outage failed: {:?}",
+                    s.error
+                );
+                if s.sent < ready_at {
+                    assert!(
+                        s.done - ready_at <= Duration::from_secs(2),
+                        "client {c}: it ran {:?} after the server was back",
+                        s.done - ready_at
+                    );
+                }
+            }
+        }
     }
+    // Most clients had a statement queued or issued during the outage, and it waited;
+    // only the few running on the backend (pool_size 4) failed.
+    assert!(
+        waited_out >= CLIENTS / 2,
+        "only {waited_out} statements waited the outage out"
+    );
+    assert!(failed_fast <= 8, "{failed_fast} statements failed");
+    let stats = &proxy.context().stats;
+    assert!(stats.connect_failures_by(sluice::stats::ConnectFailure::Refused) >= 1);
     let snap = proxy.context().pool.snapshot();
     assert_eq!(snap.slots_in_use, 0);
     proxy.shutdown().await;
     server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_backend_gives_a_clear_error_after_backend_down_wait() {
+    // A port nobody listens on (bound, then closed).
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut cfg = config_for(addr.to_string(), "nobody", "pw", 2);
+    cfg.backend_down_wait = Duration::from_millis(600);
+    let proxy = start(cfg).await;
+    let mut c = Conn::new(opts_at(proxy.local_addr(), "app", "secret", None))
+        .await
+        .expect("sluice accepts the login without a backend");
+    for round in 0..2 {
+        let t = Instant::now();
+        let err = c.query_drop("SELECT 1").await.unwrap_err();
+        let took = t.elapsed();
+        assert_eq!(code_of(&err), Some(2003), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains(&addr.to_string()), "names the backend: {msg}");
+        assert!(
+            msg.contains("refused"),
+            "gives the last connect error: {msg}"
+        );
+        assert!(
+            took >= Duration::from_millis(500) && took < Duration::from_secs(2),
+            "round {round}: waited {took:?}, not backend_down_wait"
+        );
+    }
+    // One reconnect loop, not one per statement: a few attempts per second at most.
+    let failures = proxy
+        .context()
+        .stats
+        .connect_failures_by(sluice::stats::ConnectFailure::Refused);
+    assert!((1..=12).contains(&failures), "{failures} connect attempts");
+    c.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_backend_password_is_a_clear_error_at_once() {
+    let s = server();
+    let mut cfg = config_for(backend_addr(), &s.user, "not-the-password", 2);
+    cfg.backend_down_wait = Duration::from_secs(10);
+    let proxy = start(cfg).await;
+    let mut c = Conn::new(opts_at(proxy.local_addr(), "app", "secret", None))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let err = c.query_drop("SELECT 1").await.unwrap_err();
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "took {:?}",
+            t.elapsed()
+        );
+        assert_eq!(code_of(&err), Some(1045), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&backend_addr()) && msg.contains("backend"),
+            "names the backend: {msg}"
+        );
+    }
+    // The server answered: it is not down.
+    assert!(proxy.context().pool.backend_up());
+    let stats = &proxy.context().stats;
+    assert!(stats.connect_failures_by(sluice::stats::ConnectFailure::AccessDenied) >= 3);
+    c.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_idle_is_opened_at_start_and_kept_after_idle_timeouts() {
+    let mut cfg = config(6);
+    cfg.min_idle = 3;
+    cfg.server_idle_timeout = Duration::from_secs(1);
+    let proxy = start(cfg).await;
+    let pool = proxy.context().pool.clone();
+    assert!(
+        eventually(Duration::from_secs(5), || pool.snapshot().idle == 3).await,
+        "min_idle connections opened at start: {:?}",
+        pool.snapshot()
+    );
+    // Six transactions at once need six backends; afterwards idle ones time out down to 3.
+    let mut clients = Vec::new();
+    for _ in 0..6 {
+        let mut c = connect(&proxy, None).await;
+        c.query_drop("BEGIN").await.unwrap();
+        c.query_drop("SELECT 1").await.unwrap();
+        clients.push(c);
+    }
+    assert!(pool.snapshot().open >= 6);
+    for mut c in clients {
+        c.query_drop("COMMIT").await.unwrap();
+        c.disconnect().await.unwrap();
+    }
+    let trimmed = eventually(Duration::from_secs(8), || {
+        let s = pool.snapshot();
+        s.open == 3 && s.idle == 3
+    })
+    .await;
+    assert!(
+        trimmed,
+        "idle backends trimmed to min_idle: {:?}",
+        pool.snapshot()
+    );
+    // Killing the idle ones on the server: the health check or the next checkout drops
+    // them, and warm-up opens replacements.
+    let before: Vec<u32> = {
+        let mut v = Vec::new();
+        pool.for_each_idle(|b| v.push(b.thread_id));
+        v
+    };
+    let mut d = direct(None).await;
+    for id in &before {
+        d.query_drop(format!("KILL {id}")).await.unwrap();
+    }
+    let mut c = connect(&proxy, None).await;
+    assert_eq!(c.query_first::<u8, _>("SELECT 7").await.unwrap(), Some(7));
+    c.disconnect().await.unwrap();
+    let replaced = eventually(Duration::from_secs(8), || {
+        let mut fresh = 0;
+        pool.for_each_idle(|b| fresh += usize::from(!before.contains(&b.thread_id)));
+        fresh >= 3
+    })
+    .await;
+    assert!(replaced, "warm-up replaced the killed connections");
+    d.disconnect().await.unwrap();
+    proxy.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

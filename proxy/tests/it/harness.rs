@@ -136,10 +136,16 @@ pub fn config_for(
 
 /// A private MariaDB (not the shared one), for tests that kill or restart it.
 pub async fn private_server() -> dbkit::LocalServer {
+    private_server_with(Vec::new()).await
+}
+
+/// A private MariaDB started with extra server options (e.g. `--ssl-cert=...`).
+pub async fn private_server_with(extra_args: Vec<String>) -> dbkit::LocalServer {
     tokio::task::spawn_blocking(|| {
         dbkit::LocalServer::start(dbkit::ServerOptions {
             buffer_pool_mb: 32,
             max_connections: 500,
+            extra_args,
             ..Default::default()
         })
     })

@@ -5,6 +5,7 @@ mod harness;
 
 mod acceptance;
 mod admin;
+mod backend_tls;
 mod bad_input;
 mod clients;
 mod core;
@@ -12,4 +13,5 @@ mod drivers;
 mod faults;
 mod isolation;
 mod reliability;
+mod set_option;
 mod tls;
