@@ -205,8 +205,11 @@ async fn accept_loop(ctx: Arc<Context>, listener: TcpListener, tracker: TaskTrac
     let mut backoff = Duration::from_millis(10);
     loop {
         let accepted = tokio::select! {
-            r = listener.accept() => r,
+            // Shutdown first: once it is requested, no connection waiting in the backlog
+            // may still be taken in.
+            biased;
             _ = ctx.shutdown.cancelled() => return,
+            r = listener.accept() => r,
         };
         match accepted {
             Ok((socket, _)) => {
