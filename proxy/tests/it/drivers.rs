@@ -1,12 +1,14 @@
-//! Real drivers from the registries (PyMySQL, mysqlclient, mysql-connector-python, node
-//! mysql2) run their own prepared-statement and session-variable checks once directly and
-//! once through sluice; each script prints a canonical transcript and the two must be equal.
+//! Real drivers (PyMySQL, mysqlclient, mysql-connector-python, node mysql2 from the
+//! registries; PHP's PDO and mysqli and MariaDB Connector/J from Debian) run their own
+//! prepared-statement and session-variable checks once directly and once through sluice;
+//! each script prints a canonical transcript and the two must be equal.
 //!
-//! A missing driver is installed (pip / npm); a test skips, saying why, only when that
-//! install is impossible on this machine.
+//! A missing Python or Node driver is installed (pip / npm); the Debian ones are installed by
+//! `.ci/run`. A test skips, saying why, only when its driver cannot be had on this machine.
 
 use std::path::{Path, PathBuf};
 
+use sluice::stats::PinReason;
 use sluice::ProxyHandle;
 use tokio::process::Command;
 
@@ -15,13 +17,15 @@ use crate::harness::*;
 /// A driver check: how to make the driver importable, and how to run its script.
 struct Driver {
     name: &'static str,
-    /// `python3` or `node`.
+    /// `python3`, `node`, `php` or `java`.
     program: &'static str,
-    /// Under `proxy/tests/clients/`.
+    /// Under `proxy/tests/clients/` (for Java, the source file under `java/`).
     script: &'static str,
     install: Install,
     /// A line the direct transcript must contain, so an empty or truncated run cannot pass.
     expect: &'static str,
+    /// Pins the checks cause on purpose (user variables, FOUND_ROWS(), cursors).
+    allowed_pins: &'static [PinReason],
 }
 
 enum Install {
@@ -32,6 +36,32 @@ enum Install {
     },
     /// `npm ci` (or `npm install`) in `proxy/tests/clients/node`.
     Npm,
+    /// PHP with the mysqli and pdo_mysql extensions (Debian: php-cli, php-mysql).
+    Php,
+    /// javac and MariaDB Connector/J (Debian: default-jdk-headless, libmariadb-java); the
+    /// check is compiled into a temporary directory.
+    Jdbc,
+}
+
+/// Where Debian's libmariadb-java puts the driver.
+const JDBC_JAR: &str = "/usr/share/java/mariadb-java-client.jar";
+
+fn jdbc_classes() -> PathBuf {
+    std::env::temp_dir().join(format!("sluice-jdbc-check-{}", std::process::id()))
+}
+
+impl Driver {
+    /// The arguments before HOST PORT USER PASSWORD DATABASE.
+    fn leading_args(&self) -> Vec<String> {
+        match self.install {
+            Install::Jdbc => vec![
+                "-cp".into(),
+                format!("{JDBC_JAR}:{}", jdbc_classes().display()),
+                "JdbcCheck".into(),
+            ],
+            _ => vec![clients_dir().join(self.script).display().to_string()],
+        }
+    }
 }
 
 fn clients_dir() -> PathBuf {
@@ -97,6 +127,26 @@ async fn ensure_installed(driver: &Driver) -> Result<(), String> {
             }
             try_run("node", &check, &node).await.map(drop)
         }
+        Install::Php => {
+            let probe =
+                "exit(extension_loaded('mysqli') && extension_loaded('pdo_mysql') ? 0 : 1);";
+            try_run("php", &["-r", probe], &dir)
+                .await
+                .map(drop)
+                .map_err(|e| format!("php with mysqli and pdo_mysql is missing (apt-get install php-cli php-mysql): {e}"))
+        }
+        Install::Jdbc => {
+            if !Path::new(JDBC_JAR).exists() {
+                return Err(format!(
+                    "{JDBC_JAR} is missing (apt-get install libmariadb-java)"
+                ));
+            }
+            let out = jdbc_classes().display().to_string();
+            let src = dir.join("java").join(driver.script).display().to_string();
+            try_run("javac", &["-d", &out, "-cp", JDBC_JAR, &src], &dir)
+                .await
+                .map(drop)
+        }
     }
 }
 
@@ -128,11 +178,12 @@ async fn transcripts_match(driver: Driver, db: &str) {
     }
     fresh_db(db).await;
     let proxy = start(config(2)).await;
-    let script = clients_dir().join(driver.script).display().to_string();
+    let leading = driver.leading_args();
     let mut outputs = Vec::new();
     for (host, port, user, password) in endpoints(&proxy) {
         let port = port.to_string();
-        let args = [script.as_str(), &host, &port, &user, &password, db];
+        let mut args: Vec<&str> = leading.iter().map(String::as_str).collect();
+        args.extend([host.as_str(), &port, &user, &password, db]);
         let out = try_run(driver.program, &args, &clients_dir())
             .await
             .unwrap_or_else(|e| panic!("{} via {host}:{port}: {e}", driver.name));
@@ -150,8 +201,8 @@ async fn transcripts_match(driver: Driver, db: &str) {
         "{}: transcript through sluice (left) differs from direct (right)",
         driver.name
     );
-    for reason in sluice::stats::PinReason::ALL {
-        if *reason != sluice::stats::PinReason::UserVariable {
+    for reason in PinReason::ALL {
+        if !driver.allowed_pins.contains(reason) {
             let n = proxy.context().stats.pins_by(*reason);
             assert_eq!(n, 0, "{}: pinned for {reason}", driver.name);
         }
@@ -170,6 +221,7 @@ async fn pymysql_sees_the_same_results_as_direct() {
             package: "pymysql",
         },
         expect: "error 1062\nerror 1146\nerror 1064\n",
+        allowed_pins: &[PinReason::UserVariable],
     };
     transcripts_match(driver, "t_drv_pymysql").await;
 }
@@ -187,6 +239,7 @@ async fn mysqlclient_sees_the_same_results_as_direct() {
         },
         // The last check: COM_SET_OPTION turned multi-statements back on.
         expect: "multi-statements on: [((1,),), ((2,),)]",
+        allowed_pins: &[PinReason::UserVariable],
     };
     transcripts_match(driver, "t_drv_mysqlclient").await;
 }
@@ -202,6 +255,7 @@ async fn mysql_connector_python_sees_the_same_results_as_direct() {
             package: "mysql-connector-python",
         },
         expect: "prepared error 1062",
+        allowed_pins: &[PinReason::UserVariable],
     };
     transcripts_match(driver, "t_drv_connector").await;
 }
@@ -214,6 +268,38 @@ async fn node_mysql2_sees_the_same_results_as_direct() {
         script: "node/mysql2_check.js",
         install: Install::Npm,
         expect: "changeUser wrong password 1045",
+        allowed_pins: &[PinReason::UserVariable],
     };
     transcripts_match(driver, "t_drv_mysql2").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn php_pdo_and_mysqli_see_the_same_results_as_direct() {
+    let driver = Driver {
+        name: "PHP PDO + mysqli",
+        program: "php",
+        script: "php_check.php",
+        install: Install::Php,
+        expect: "mysqli change_user wrong password: \"error 1045\"",
+        allowed_pins: &[
+            PinReason::UserVariable,
+            PinReason::FoundRows,
+            PinReason::Cursor,
+        ],
+    };
+    transcripts_match(driver, "t_drv_php").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_connector_j_sees_the_same_results_as_direct() {
+    let driver = Driver {
+        name: "MariaDB Connector/J",
+        program: "java",
+        script: "JdbcCheck.java",
+        install: Install::Jdbc,
+        expect: "[useServerPrepStmts=true&cachePrepStmts=true] callable: [21] out 42",
+        // The 3 MB parameter goes as COM_STMT_SEND_LONG_DATA: pinned until its EXECUTE.
+        allowed_pins: &[PinReason::PreparedStatement],
+    };
+    transcripts_match(driver, "t_drv_jdbc").await;
 }
