@@ -45,6 +45,8 @@ struct Shared {
     warm: Mutex<Option<Arc<(PoolKey, BackendTarget)>>>,
     /// Warm-up connects in flight, so a slow connect is not started twice.
     warming: AtomicU32,
+    /// Idle backends out for a health check: still idle as far as warm-up is concerned.
+    checking: AtomicU32,
 }
 
 enum Plan {
@@ -96,6 +98,7 @@ impl Pool {
                 outage: Outage::default(),
                 warm: Mutex::new(None),
                 warming: AtomicU32::new(0),
+                checking: AtomicU32::new(0),
             }),
         }
     }
@@ -430,7 +433,8 @@ impl Pool {
         let missing = {
             let mut b = self.lock();
             let idle = b.idle.get(&group.0).map_or(0, Vec::len) as u32;
-            let in_flight = self.shared.warming.load(Ordering::Relaxed);
+            let in_flight = self.shared.warming.load(Ordering::Relaxed)
+                + self.shared.checking.load(Ordering::Relaxed);
             let room = self
                 .shared
                 .max_open
@@ -574,10 +578,15 @@ impl Pool {
         let mut b = self.lock();
         let all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
         b.idle_count = 0;
+        self.shared
+            .checking
+            .fetch_add(all.len() as u32, Ordering::Relaxed);
         all
     }
 
+    /// Returns a backend `take_idle_for_check` took out.
     pub fn give_back(&self, conn: BackendConn, healthy: bool) {
+        self.shared.checking.fetch_sub(1, Ordering::Relaxed);
         if healthy {
             self.put_idle(conn);
         } else {
