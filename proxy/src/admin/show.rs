@@ -147,7 +147,7 @@ pub fn clients(ctx: &Context) -> Table {
     let mut t = Table::new(&[
         ("id", Int),
         ("user", Text),
-        ("addr", Text),
+        ("backend", Text),
         ("state", Text),
         ("pinned", Text),
         ("queries", Int),
@@ -188,11 +188,17 @@ pub fn servers(ctx: &Context) -> Table {
         ("down_s", Int),
         ("last_error", Text),
         ("last_error_age_s", Int),
+        ("backend", Text),
     ]);
     let now = Instant::now();
     let outage = ctx.pool.outage();
     let mut server = vec![Cell::Null; t.columns.len()];
-    server[2] = outage.addr.clone().into();
+    server[13] = if outage.addr.is_empty() {
+        ctx.config().backend.clone()
+    } else {
+        outage.addr.clone()
+    }
+    .into();
     server[3] = if outage.up {
         "backend_up"
     } else {
@@ -226,6 +232,7 @@ pub fn servers(ctx: &Context) -> Table {
                 .as_ref()
                 .map(|s| String::from_utf8_lossy(s).into_owned())
                 .into(),
+            Cell::Null,
             Cell::Null,
             Cell::Null,
             Cell::Null,
