@@ -267,8 +267,30 @@ impl Pool {
     }
 
     /// A brand-new backend (no schema selected), making room by evicting an idle one if the
-    /// cap is reached. Used when a session must leave a schema behind.
+    /// cap is reached. Used when a session must leave a schema behind. If the server goes
+    /// down meanwhile, waits for the reconnect loop until `until`, like `checkout`.
     pub async fn open_fresh(
+        &self,
+        key: &PoolKey,
+        target: &BackendTarget,
+        until: Instant,
+    ) -> Result<PooledBackend, Error> {
+        let started = Instant::now();
+        loop {
+            match self.open_fresh_once(key, target).await {
+                Err(Error::Connect { kind, .. }) if !kind.is_permanent() => {
+                    let mut up = self.shared.outage.subscribe();
+                    let back = tokio::time::timeout_at(until.into(), up.wait_for(|up| *up));
+                    if !matches!(back.await, Ok(Ok(_))) {
+                        return Err(self.down_error(started.elapsed()));
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn open_fresh_once(
         &self,
         key: &PoolKey,
         target: &BackendTarget,
