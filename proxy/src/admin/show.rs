@@ -147,7 +147,7 @@ pub fn clients(ctx: &Context) -> Table {
     let mut t = Table::new(&[
         ("id", Int),
         ("user", Text),
-        ("backend", Text),
+        ("addr", Text),
         ("state", Text),
         ("pinned", Text),
         ("queries", Int),
