@@ -328,6 +328,18 @@ async fn a_wrong_backend_password_is_a_clear_error_at_once() {
     assert!(proxy.context().pool.backend_up());
     let stats = &proxy.context().stats;
     assert!(stats.connect_failures_by(sluice::stats::ConnectFailure::AccessDenied) >= 3);
+    let show = sluice::admin::show::stats(proxy.context(), Instant::now());
+    let row = show
+        .rows
+        .iter()
+        .find(|r| {
+            r[0] == sluice::admin::show::Cell::Text("backend_connect_failures.access_denied".into())
+        })
+        .expect("SHOW STATS counts connect failures by kind");
+    assert!(
+        matches!(row[1], sluice::admin::show::Cell::Int(n) if n >= 3),
+        "{row:?}"
+    );
     c.disconnect().await.unwrap();
     proxy.shutdown().await;
 }
