@@ -110,6 +110,8 @@ async fn sigkill_and_restart_of_the_server_under_64_clients() {
     cfg.connect_timeout = Duration::from_secs(1);
     cfg.queue_timeout = Duration::from_secs(20);
     cfg.backend_down_wait = Duration::from_secs(15);
+    // More than pool_size: warm-up, not the load, must open the last two again after the outage.
+    cfg.min_idle = 6;
     let proxy = start(cfg).await;
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -184,6 +186,13 @@ async fn sigkill_and_restart_of_the_server_under_64_clients() {
         t.await.expect("a load client panicked");
     }
     assert!(proxy.context().pool.backend_up());
+    let pool = proxy.context().pool.clone();
+    let warm = eventually(Duration::from_secs(5), || pool.snapshot().idle >= 6).await;
+    assert!(
+        warm,
+        "min_idle restored after the outage: {:?}",
+        pool.snapshot()
+    );
     let mut waited_out = 0;
     let mut failed_fast = 0;
     let mut worst_resume = Duration::ZERO;
