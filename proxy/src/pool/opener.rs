@@ -26,7 +26,8 @@ impl Pool {
             delay = next;
             tokio::time::sleep(pause).await;
             if self.shared.closed.load(Ordering::Relaxed) {
-                self.shared.outage.back_up();
+                // Shutting down: waiters were woken by close_all and see the pool closed.
+                self.shared.outage.stop_reconnecting();
                 return;
             }
             match BackendConn::connect(&target, key.clone()).await {

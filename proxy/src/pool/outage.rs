@@ -157,6 +157,11 @@ impl Outage {
         }
     }
 
+    /// The reconnect loop ends without an answer (shutdown).
+    pub fn stop_reconnecting(&self) {
+        self.lock().reconnecting = false;
+    }
+
     pub fn view(&self) -> OutageView {
         let g = self.lock();
         OutageView {
