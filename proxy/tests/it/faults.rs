@@ -299,6 +299,18 @@ async fn an_unreachable_backend_gives_a_clear_error_after_backend_down_wait() {
             "round {round}: waited {took:?}, not backend_down_wait"
         );
     }
+    use sluice::admin::show::{servers, Cell};
+    assert!(!proxy.context().pool.backend_up());
+    let table = servers(proxy.context());
+    let col = |name: &str| table.columns.iter().position(|(c, _)| c == name).unwrap();
+    let row = &table.rows[0];
+    assert_eq!(row[col("state")], Cell::Text("backend_down".into()));
+    assert_eq!(row[col("backend")], Cell::Text(addr.to_string()));
+    assert!(
+        matches!(&row[col("last_error")], Cell::Text(e) if e.contains("refused")),
+        "{row:?}"
+    );
+    assert!(matches!(row[col("down_s")], Cell::Int(_)), "{row:?}");
     // One reconnect loop, not one per statement: a few attempts per second at most.
     let failures = proxy
         .context()
