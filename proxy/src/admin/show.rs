@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use crate::context::Context;
 use crate::latency::Summary;
-use crate::stats::{BackendCloseReason, ClientCloseReason, PinReason, RecycleOutcome};
+use crate::stats::{
+    BackendCloseReason, ClientCloseReason, ConnectFailure, PinReason, RecycleOutcome,
+};
 
 /// Column kinds the console sends; only the client's display and decoding differ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,11 +190,17 @@ pub fn servers(ctx: &Context) -> Table {
         ("down_s", Int),
         ("last_error", Text),
         ("last_error_age_s", Int),
+        ("backend", Text),
     ]);
     let now = Instant::now();
     let outage = ctx.pool.outage();
     let mut server = vec![Cell::Null; t.columns.len()];
-    server[2] = outage.addr.clone().into();
+    server[13] = if outage.addr.is_empty() {
+        ctx.config().backend.clone()
+    } else {
+        outage.addr.clone()
+    }
+    .into();
     server[3] = if outage.up {
         "backend_up"
     } else {
@@ -226,6 +234,7 @@ pub fn servers(ctx: &Context) -> Table {
                 .as_ref()
                 .map(|s| String::from_utf8_lossy(s).into_owned())
                 .into(),
+            Cell::Null,
             Cell::Null,
             Cell::Null,
             Cell::Null,
@@ -275,12 +284,19 @@ pub fn stats(ctx: &Context, started: Instant) -> Table {
     for r in RecycleOutcome::ALL {
         counter(format!("recycles.{r}"), s.recycles_by(*r));
     }
+    for r in ConnectFailure::ALL {
+        counter(
+            format!("backend_connect_failures.{r}"),
+            s.connect_failures_by(*r),
+        );
+    }
     let snap = ctx.pool.snapshot();
     let mut gauge = |name: &str, v: u64| t.push(vec![name.into(), v.into(), Cell::Null]);
     gauge("uptime_s", started.elapsed().as_secs());
     gauge("clients_connected", ctx.registry.len() as u64);
     gauge("backends_open", u64::from(snap.open));
     gauge("backends_idle", u64::from(snap.idle));
+    gauge("backend_up", u64::from(ctx.pool.backend_up()));
     gauge("slots_in_use", u64::from(snap.slots_in_use));
     gauge("queue_length", snap.waiting as u64);
     gauge("paused", u64::from(*ctx.paused.borrow()));

@@ -312,3 +312,40 @@ fn feed_early_bytes(conn: &mut rustls::ServerConnection, mut early: &[u8]) -> st
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_idle_connection_the_peer_closed_is_noticed_without_waiting() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap());
+        let (client, accepted) = tokio::join!(client, listener.accept());
+        let mut stream = PacketStream::new(client.unwrap(), 1 << 20);
+        let (mut peer, _) = accepted.unwrap();
+        assert!(
+            !stream.closed_while_idle(),
+            "an open, quiet socket is alive"
+        );
+        // Unasked bytes (a server's ERR before it closes) make it unusable too.
+        peer.write_all(&[1, 0, 0, 0, 0xff]).await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while !stream.closed_while_idle() {
+            assert!(std::time::Instant::now() < deadline, "data never noticed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(peer);
+        let (client, accepted) = tokio::join!(
+            TcpStream::connect(listener.local_addr().unwrap()),
+            listener.accept()
+        );
+        let mut stream = PacketStream::new(client.unwrap(), 1 << 20);
+        drop(accepted.unwrap());
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while !stream.closed_while_idle() {
+            assert!(std::time::Instant::now() < deadline, "close never noticed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}

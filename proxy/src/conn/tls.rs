@@ -252,6 +252,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn backend_tls_modes_build_or_explain_why_not() {
+        assert!(load_backend_tls(BackendTlsMode::Disabled, None, "db:3306")
+            .unwrap()
+            .is_none());
+        let tls = load_backend_tls(BackendTlsMode::Required, None, "[::1]:3306")
+            .unwrap()
+            .expect("a TLS config");
+        assert_eq!(tls.server_name.to_str(), "::1");
+        let err = load_backend_tls(
+            BackendTlsMode::VerifyIdentity,
+            Some(Path::new("/nonexistent/ca.pem")),
+            "db.example:3306",
+        )
+        .expect_err("no CA file");
+        assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ck = rcgen::generate_simple_self_signed(vec!["db.example".into()]).expect("rcgen");
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, ck.cert.pem()).expect("write CA");
+        let tls = load_backend_tls(BackendTlsMode::VerifyCa, Some(&ca), "db.example:3306")
+            .unwrap()
+            .expect("a TLS config");
+        assert_eq!(tls.server_name.to_str(), "db.example");
+        // A key file holds no certificate to trust.
+        std::fs::write(&ca, ck.key_pair.serialize_pem()).expect("write key");
+        assert!(load_backend_tls(BackendTlsMode::VerifyCa, Some(&ca), "db:1").is_err());
+    }
+
+    #[test]
     fn missing_files_are_reported_with_their_path() {
         let err = load_server_config(Path::new("/nonexistent/c.pem"), Path::new("/k.pem"))
             .expect_err("no such file");

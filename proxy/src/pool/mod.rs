@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod guard;
+mod opener;
 pub mod outage;
 pub mod recycle;
 pub mod slots;
@@ -45,6 +46,8 @@ struct Shared {
     warm: Mutex<Option<Arc<(PoolKey, BackendTarget)>>>,
     /// Warm-up connects in flight, so a slow connect is not started twice.
     warming: AtomicU32,
+    /// Idle backends out for a health check: still idle as far as warm-up is concerned.
+    checking: AtomicU32,
 }
 
 enum Plan {
@@ -96,6 +99,7 @@ impl Pool {
                 outage: Outage::default(),
                 warm: Mutex::new(None),
                 warming: AtomicU32::new(0),
+                checking: AtomicU32::new(0),
             }),
         }
     }
@@ -264,8 +268,30 @@ impl Pool {
     }
 
     /// A brand-new backend (no schema selected), making room by evicting an idle one if the
-    /// cap is reached. Used when a session must leave a schema behind.
+    /// cap is reached. Used when a session must leave a schema behind. If the server goes
+    /// down meanwhile, waits for the reconnect loop until `until`, like `checkout`.
     pub async fn open_fresh(
+        &self,
+        key: &PoolKey,
+        target: &BackendTarget,
+        until: Instant,
+    ) -> Result<PooledBackend, Error> {
+        let started = Instant::now();
+        loop {
+            match self.open_fresh_once(key, target).await {
+                Err(Error::Connect { kind, .. }) if !kind.is_permanent() => {
+                    let mut up = self.shared.outage.subscribe();
+                    let back = tokio::time::timeout_at(until.into(), up.wait_for(|up| *up));
+                    if !matches!(back.await, Ok(Ok(_))) {
+                        return Err(self.down_error(started.elapsed()));
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn open_fresh_once(
         &self,
         key: &PoolKey,
         target: &BackendTarget,
@@ -340,115 +366,6 @@ impl Pool {
                     source,
                 })
             }
-        }
-    }
-
-    fn spawn_reconnect(&self, key: PoolKey, target: BackendTarget) {
-        let pool = self.clone();
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(pool.reconnect(key, target));
-        }
-    }
-
-    /// The one reconnect loop of an outage: exponential backoff until the server answers.
-    /// A connection it opens goes to the idle list for the first waiter.
-    async fn reconnect(self, key: PoolKey, target: BackendTarget) {
-        let mut delay = outage::BACKOFF_START;
-        loop {
-            let (pause, next) = outage::next_backoff(delay);
-            delay = next;
-            tokio::time::sleep(pause).await;
-            if self.shared.closed.load(Ordering::Relaxed) {
-                self.shared.outage.back_up();
-                return;
-            }
-            match BackendConn::connect(&target, key.clone()).await {
-                Ok(conn) => {
-                    Stats::incr(&self.shared.stats.backend_connects);
-                    self.adopt(conn);
-                    self.shared.outage.back_up();
-                    return;
-                }
-                Err(e) => {
-                    let kind = outage::classify(&e);
-                    Stats::incr(&self.shared.stats.backend_connect_errors);
-                    self.shared.stats.connect_failed(kind);
-                    if kind.is_permanent() {
-                        // The server answers (it refuses this account): it is up.
-                        self.shared.outage.still_down(kind, e.to_string());
-                        self.shared.outage.back_up();
-                        return;
-                    }
-                    self.shared.outage.still_down(kind, e.to_string());
-                }
-            }
-        }
-    }
-
-    /// Takes a connection opened outside a checkout into the idle list, if the cap allows.
-    fn adopt(&self, conn: BackendConn) {
-        {
-            let mut b = self.lock();
-            if b.open >= self.shared.max_open.load(Ordering::Relaxed) {
-                return;
-            }
-            b.open += 1;
-        }
-        self.put_idle(conn);
-    }
-
-    fn remember_group(&self, key: &PoolKey, target: &BackendTarget) {
-        let mut warm = self.shared.warm.lock().unwrap_or_else(|p| p.into_inner());
-        if warm.as_ref().map(|w| &w.0) != Some(key) {
-            *warm = Some(Arc::new((key.clone(), target.clone())));
-        }
-    }
-
-    /// Sets the group `min_idle` warms before any client has connected.
-    pub fn set_warm_group(&self, key: PoolKey, target: BackendTarget) {
-        self.remember_group(&key, &target);
-    }
-
-    /// Opens connections (in the background) until the warm group has `min_idle` idle ones,
-    /// within the cap; nothing while the server is down (the reconnect loop comes first).
-    pub fn warm_up(&self, min_idle: u32) {
-        if min_idle == 0
-            || !self.shared.outage.is_up()
-            || self.shared.closed.load(Ordering::Relaxed)
-        {
-            return;
-        }
-        let Some(group) = self
-            .shared
-            .warm
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        else {
-            return;
-        };
-        let missing = {
-            let mut b = self.lock();
-            let idle = b.idle.get(&group.0).map_or(0, Vec::len) as u32;
-            let in_flight = self.shared.warming.load(Ordering::Relaxed);
-            let room = self
-                .shared
-                .max_open
-                .load(Ordering::Relaxed)
-                .saturating_sub(b.open);
-            let n = min_idle.saturating_sub(idle + in_flight).min(room);
-            b.open += n;
-            n
-        };
-        for _ in 0..missing {
-            self.shared.warming.fetch_add(1, Ordering::Relaxed);
-            let (pool, group) = (self.clone(), group.clone());
-            tokio::spawn(async move {
-                if let Ok(conn) = pool.connect_reserved(&group.0, &group.1).await {
-                    pool.put_idle(conn);
-                }
-                pool.shared.warming.fetch_sub(1, Ordering::Relaxed);
-            });
         }
     }
 
@@ -574,10 +491,15 @@ impl Pool {
         let mut b = self.lock();
         let all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
         b.idle_count = 0;
+        self.shared
+            .checking
+            .fetch_add(all.len() as u32, Ordering::Relaxed);
         all
     }
 
+    /// Returns a backend `take_idle_for_check` took out.
     pub fn give_back(&self, conn: BackendConn, healthy: bool) {
+        self.shared.checking.fetch_sub(1, Ordering::Relaxed);
         if healthy {
             self.put_idle(conn);
         } else {

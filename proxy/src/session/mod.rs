@@ -436,7 +436,11 @@ impl Session {
             let fresh = self
                 .ctx
                 .pool
-                .open_fresh(&self.key, &self.target)
+                .open_fresh(
+                    &self.key,
+                    &self.target,
+                    Instant::now() + self.ctx.config().backend_down_wait,
+                )
                 .await
                 .map_err(|e| pool_error_packet(&e, &self.ctx.config()))?;
             self.backend = Some(fresh);

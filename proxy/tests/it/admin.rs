@@ -138,6 +138,12 @@ async fn show_commands_report_pools_clients_servers_stats_and_latency() {
     assert_eq!(idle.len(), 1, "{servers:?}");
     assert!(num(idle[0], "thread_id") > 0);
     assert!(num(idle[0], "statements") >= 5, "{servers:?}");
+    let backend = servers
+        .iter()
+        .find(|s| cell(s, "state") == Some("backend_up"))
+        .expect("the backend server's row");
+    assert_eq!(cell(backend, "last_error"), None, "{servers:?}");
+    assert_eq!(cell(backend, "backend"), Some(backend_addr().as_str()));
     let out = servers
         .iter()
         .find(|s| cell(s, "state") == Some("checked_out"))
@@ -697,6 +703,11 @@ async fn metrics_endpoint_serves_prometheus_text_that_moves() {
     assert_eq!(m["sluice_backend_time_seconds_bucket{le=\"+Inf\"}"], 6.0);
     assert!(m["sluice_backend_time_seconds_sum"] > 0.0);
     assert!(m.contains_key("sluice_client_sent_bytes_total"));
+    assert_eq!(m["sluice_backend_up"], 1.0);
+    assert_eq!(
+        m["sluice_backend_connect_failures_total{kind=\"refused\"}"],
+        0.0
+    );
 
     c.query_drop("SELECT 2").await.unwrap();
     let (_, body) = http_get(addr, "/metrics").await;

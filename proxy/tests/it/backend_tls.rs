@@ -114,6 +114,16 @@ async fn backend_tls_modes_against_a_server_with_a_generated_ca() {
         } else {
             assert!(version.starts_with("TLSv1."), "{mode}: {version:?}");
         }
+        // The idle TLS backend is reused, not mistaken for a closed one and reopened.
+        for _ in 0..5 {
+            backend_tls_version(&proxy).await.unwrap();
+        }
+        let connects = proxy
+            .context()
+            .stats
+            .backend_connects
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(connects, 1, "{mode}: backends opened");
         proxy.shutdown().await;
     }
     // A certificate the CA did not sign, and a name the certificate does not carry: a clear
