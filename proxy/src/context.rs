@@ -26,6 +26,8 @@ pub struct Context {
     pub paused: tokio::sync::watch::Sender<bool>,
     /// Queue-wait and backend-time histograms (SHOW LATENCY, /metrics).
     pub latency: crate::latency::Latency,
+    /// `pool_size = auto`: whether it is on and why the limit last moved.
+    pub limit: crate::autosize::LimitState,
 }
 
 impl Context {
@@ -43,6 +45,7 @@ impl Context {
             hard_stop: CancellationToken::new(),
             paused,
             latency: crate::latency::Latency::new(),
+            limit: Default::default(),
         })
     }
 
@@ -56,7 +59,13 @@ impl Context {
 
     /// Swaps in a validated config and applies its live settings to the pool.
     pub fn replace_config(&self, config: Config) {
-        self.pool.apply(&pool_settings(&config));
+        let mut settings = pool_settings(&config);
+        if config.pool_size == PoolSize::Auto {
+            // The limiter owns the size: keep what it found (within the new bounds).
+            let (min, max) = crate::autosize::bounds(&config);
+            settings.pool_size = self.pool.slots().size().clamp(min, max);
+        }
+        self.pool.apply(&settings);
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
     }
 }
@@ -81,10 +90,10 @@ pub fn backend_target(config: &Config, user: &UserConfig) -> BackendTarget {
     }
 }
 
-/// `auto` starts small and lets the limiter grow it.
+/// `auto` starts at `min_pool_size` and lets the limiter (`autosize`) find the knee.
 pub fn initial_pool_size(config: &Config) -> u32 {
     match config.pool_size {
         PoolSize::Fixed(n) => n,
-        PoolSize::Auto => config.min_pool_size.max(2),
+        PoolSize::Auto => crate::autosize::bounds(config).0,
     }
 }

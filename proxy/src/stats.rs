@@ -5,6 +5,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::pool::limiter::LimitReason;
+
 macro_rules! reason_enum {
     ($(#[$m:meta])* $name:ident { $($variant:ident => $label:literal),+ $(,)? }) => {
         $(#[$m])*
@@ -119,6 +121,8 @@ pub struct Stats {
     pub backend_closes: Counters<8>,
     pub pins: Counters<12>,
     pub recycles: Counters<3>,
+    /// `pool_size = auto` limit changes, by `LimitReason`.
+    pub limit_changes: Counters<8>,
 }
 
 impl Stats {
@@ -136,6 +140,12 @@ impl Stats {
     }
     pub fn recycled(&self, r: RecycleOutcome) {
         self.recycles.add(r.index());
+    }
+    pub fn limit_changed(&self, r: LimitReason) {
+        self.limit_changes.add(r.index());
+    }
+    pub fn limit_changes_by(&self, r: LimitReason) -> u64 {
+        self.limit_changes.get(r.index())
     }
     pub fn client_closes_by(&self, r: ClientCloseReason) -> u64 {
         self.client_closes.get(r.index())
@@ -173,6 +183,10 @@ mod tests {
         for r in RecycleOutcome::ALL {
             s.recycled(*r);
             assert_eq!(s.recycles_by(*r), 1);
+        }
+        for r in LimitReason::ALL {
+            s.limit_changed(*r);
+            assert_eq!(s.limit_changes_by(*r), 1);
         }
     }
 }

@@ -5,12 +5,13 @@
 
 pub mod error;
 pub mod guard;
+pub mod limiter;
 pub mod recycle;
 pub mod slots;
 
 pub use error::Error;
 pub use guard::PooledBackend;
-pub use slots::{Slot, Slots};
+pub use slots::{Slot, Slots, Window};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::harness::*;
 
-fn admin_config(pool_size: u32) -> Config {
+pub(crate) fn admin_config(pool_size: u32) -> Config {
     let mut cfg = config(pool_size);
     cfg.admin_listen = Some("127.0.0.1:0".parse().unwrap());
     cfg.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
@@ -36,14 +36,14 @@ fn admin_opts(proxy: &ProxyHandle, user: &str, password: &str) -> Opts {
         .into()
 }
 
-async fn admin(proxy: &ProxyHandle) -> Conn {
+pub(crate) async fn admin(proxy: &ProxyHandle) -> Conn {
     Conn::new(admin_opts(proxy, "admin", "s3cret"))
         .await
         .expect("admin login")
 }
 
 /// A result set as maps of column -> text (NULL as None).
-async fn rows(conn: &mut Conn, cmd: &str) -> Vec<HashMap<String, Option<String>>> {
+pub(crate) async fn rows(conn: &mut Conn, cmd: &str) -> Vec<HashMap<String, Option<String>>> {
     let rows: Vec<Row> = conn
         .query(cmd)
         .await
@@ -64,13 +64,13 @@ async fn rows(conn: &mut Conn, cmd: &str) -> Vec<HashMap<String, Option<String>>
         .collect()
 }
 
-fn cell<'a>(row: &'a HashMap<String, Option<String>>, col: &str) -> Option<&'a str> {
+pub(crate) fn cell<'a>(row: &'a HashMap<String, Option<String>>, col: &str) -> Option<&'a str> {
     row.get(col)
         .unwrap_or_else(|| panic!("no column {col} in {row:?}"))
         .as_deref()
 }
 
-fn num(row: &HashMap<String, Option<String>>, col: &str) -> u64 {
+pub(crate) fn num(row: &HashMap<String, Option<String>>, col: &str) -> u64 {
     cell(row, col)
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("{col} is not a number in {row:?}"))
@@ -357,7 +357,7 @@ async fn sample_max(direct: &mut Conn, tag: &str, window: Duration) -> (u64, u64
 
 /// `clients` sessions looping `SELECT SLEEP(secs) /* tag */` until `stop`; each returns its
 /// error count.
-fn load(
+pub(crate) fn load(
     proxy: &ProxyHandle,
     clients: usize,
     secs: f64,
@@ -394,7 +394,7 @@ fn load(
         .collect()
 }
 
-async fn finish(stop: &AtomicBool, tasks: Vec<tokio::task::JoinHandle<u64>>) -> u64 {
+pub(crate) async fn finish(stop: &AtomicBool, tasks: Vec<tokio::task::JoinHandle<u64>>) -> u64 {
     stop.store(true, Ordering::Relaxed);
     let mut errors = 0;
     for t in tasks {

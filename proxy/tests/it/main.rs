@@ -5,6 +5,7 @@ mod harness;
 
 mod acceptance;
 mod admin;
+mod autosize;
 mod bad_input;
 mod clients;
 mod core;
