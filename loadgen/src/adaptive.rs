@@ -92,11 +92,14 @@ pub fn auto_findings(samples: &[TimelineRow], best_qps: f64, repin_s: Option<f64
         );
         if let (Some(before), Some(after)) = (f.limit_before, f.limit_after) {
             let target = after.ceil();
+            // Followed once the limit stays at that level: the next 2 s average at most it.
+            let after_repin: Vec<&TimelineRow> = samples.iter().filter(|s| s.t_s >= r).collect();
+            let span = 2 * window.max(1);
             f.follow_s = if after < before - 0.5 {
-                samples
-                    .iter()
-                    .find(|s| s.t_s >= r && f64::from(s.limit) <= target)
-                    .map(|s| s.t_s - r)
+                after_repin.windows(span).find_map(|w| {
+                    let m = mean(w.iter().map(|s| f64::from(s.limit)))?;
+                    (m <= target).then(|| w[0].t_s - r)
+                })
             } else {
                 Some(0.0)
             };
@@ -238,7 +241,10 @@ impl Run<'_> {
         stop.store(true, Ordering::Relaxed);
         cache.close().await;
         proxy.stop().await;
-        let (samples, repinned) = sampler.await??;
+        let (mut samples, repinned) = sampler.await??;
+        // Samples after the window closed show the drain, not the configuration.
+        let end = (spec.warmup + spec.window).as_secs_f64() + SAMPLE.as_secs_f64() / 2.0;
+        samples.retain(|s| s.t_s <= end);
         let mut row = level?;
         // The timeline's averages over the measured window (all of it for auto).
         let from = if matches!(cfg, PoolCfg::Auto) {

@@ -91,8 +91,8 @@ pub struct LevelCtx {
 }
 
 /// A closed-loop client whose statement was shed (sluice's ERR 9002) waits this long before
-/// its next one, as a client honouring a "retry shortly" error would.
-const SHED_BACKOFF: Duration = Duration::from_millis(50);
+/// its next one, as a client honouring a "retry shortly" error would (about F's target).
+const SHED_BACKOFF: Duration = Duration::from_millis(200);
 /// sluice's "overloaded, retry shortly" error.
 const ER_SHED: u16 = 9002;
 

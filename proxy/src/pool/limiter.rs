@@ -20,7 +20,10 @@
 //! the load or the server's capacity change. A sharp slowdown at an unchanged limit (the
 //! server lost CPUs) skips the hold and probes down at once. Comparisons are always between
 //! two adjacent measurements, so slow drift in the load does not accumulate; the asymmetric
-//! thresholds are the hysteresis. Without demand (nobody queued and a slot spare) there is
+//! thresholds are the hysteresis. A difference within twice the measurements' standard error
+//! (from the spread of the per-tick rates) is treated as no difference, and without evidence
+//! the smaller limit wins, so a noisy host makes the limiter conservative, not erratic.
+//! Without demand (nobody queued and a slot spare) there is
 //! nothing to learn: the limiter holds and reports idle.
 
 use std::fmt;
@@ -107,7 +110,7 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             settle_ticks: 1,
-            measure_ticks: 2,
+            measure_ticks: 3,
             hold_ticks: 4,
             min_completions: 40,
             max_measure_ticks: 16,
@@ -133,6 +136,8 @@ struct Measure {
     x: f64,
     /// Mean backend seconds per statement.
     r: f64,
+    /// Relative standard error of `x`, from the spread of the per-tick rates.
+    noise: f64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -141,6 +146,9 @@ struct Acc {
     completions: u64,
     busy_s: f64,
     elapsed_s: f64,
+    /// Sum and sum of squares of the per-tick rates.
+    rate_sum: f64,
+    rate_sq: f64,
 }
 
 impl Acc {
@@ -149,6 +157,22 @@ impl Acc {
         self.completions += s.completions;
         self.busy_s += s.busy.as_secs_f64();
         self.elapsed_s += s.elapsed.as_secs_f64();
+        let secs = s.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            let rate = s.completions as f64 / secs;
+            self.rate_sum += rate;
+            self.rate_sq += rate * rate;
+        }
+    }
+
+    fn noise(&self) -> f64 {
+        let n = f64::from(self.ticks);
+        if n < 2.0 || self.rate_sum <= 0.0 {
+            return 0.0;
+        }
+        let mean = self.rate_sum / n;
+        let var = ((self.rate_sq - n * mean * mean) / (n - 1.0)).max(0.0);
+        (var / n).sqrt() / mean
     }
 
     /// `Some` once the measurement is long and large enough.
@@ -160,6 +184,7 @@ impl Acc {
         Some(Measure {
             x: self.completions as f64 / self.elapsed_s,
             r: self.busy_s / self.completions as f64,
+            noise: self.noise(),
         })
     }
 }
@@ -403,9 +428,13 @@ impl Limiter {
         let gain = m.x / base.x - 1.0;
         let latency = m.r / base.r - 1.0;
         let to = self.limit;
+        // On a busy host the throughput swings; a difference smaller than twice the combined
+        // standard error is no evidence. Without evidence the smaller limit wins: an up probe
+        // must show a clear gain, a down probe is undone only by a clear loss.
+        let noise = 2.0 * (base.noise.powi(2) + m.noise.powi(2)).sqrt();
         let kept = match dir {
-            Dir::Up => gain >= t.gain_up,
-            Dir::Down => gain >= -t.loss_down,
+            Dir::Up => gain >= t.gain_up.max(noise),
+            Dir::Down => gain >= -t.loss_down.max(noise),
         };
         if kept {
             let word = if dir == Dir::Up { "up" } else { "down" };
@@ -427,14 +456,15 @@ impl Limiter {
         let (reason, detail) = match dir {
             Dir::Up => {
                 self.next = Dir::Down;
+                let band = t.gain_up.max(noise) * 100.0;
                 let what = if latency > 0.0 {
                     format!(
-                        "latency {} at flat throughput ({})",
+                        "latency {} for throughput {} (needs > +{band:.0}%)",
                         pct(latency),
                         pct(gain)
                     )
                 } else {
-                    format!("throughput only {}", pct(gain))
+                    format!("throughput only {} (needs > +{band:.0}%)", pct(gain))
                 };
                 (
                     LimitReason::BackOff,
@@ -445,7 +475,11 @@ impl Limiter {
                 self.next = Dir::Up;
                 (
                     LimitReason::Restore,
-                    format!("restore: throughput {} at {to}, {to} -> {from}", pct(gain)),
+                    format!(
+                        "restore: throughput {} at {to} (beyond -{:.0}%), {to} -> {from}",
+                        pct(gain),
+                        t.loss_down.max(noise) * 100.0
+                    ),
                 )
             }
         };

@@ -5,6 +5,7 @@ mod harness;
 
 mod acceptance;
 mod admin;
+mod admission;
 mod autosize;
 mod bad_input;
 mod clients;
