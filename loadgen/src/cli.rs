@@ -43,6 +43,13 @@ pub enum Command {
     /// Experiment D: 4 active clients while N idle connections (IDLE_LEVELS) are held open,
     /// directly at the server and through sluice.
     Idle,
+    /// Experiment E: CLIENT_THREADS clients through sluice with `pool_size = auto` and with
+    /// every fixed P in POOL_SIZES; the server is re-pinned from 2 CPUs to 1 mid-way through
+    /// the auto run.
+    Adaptive,
+    /// Experiment F: CLIENT_THREADS closed-loop clients plus a Poisson stream at 1.5x the
+    /// peak: direct, sluice with an unbounded queue, sluice with max_queue_wait.
+    Admission,
     /// Create and seed `reads_test`, then exit (keeps nothing running).
     Seed,
 }
@@ -60,6 +67,8 @@ impl Command {
             Command::Proxy => "proxy",
             Command::Overhead => "overhead",
             Command::Idle => "idle",
+            Command::Adaptive => "adaptive",
+            Command::Admission => "admission",
             Command::Seed => "seed",
         }
     }
@@ -148,6 +157,15 @@ pub struct Common {
     /// the number of server CPUs).
     #[arg(long, env = "OPEN_POOL_SIZE", value_parser = parse_positive_usize, global = true)]
     pub open_pool_size: Option<usize>,
+    /// Experiment E: seconds of the `pool_size = auto` run (the re-pin happens half-way).
+    #[arg(long, env = "ADAPTIVE_S", value_parser = parse_positive_secs, global = true)]
+    pub adaptive_s: Option<f64>,
+    /// Experiment F: sluice's max_queue_wait for the admission row, ms.
+    #[arg(long, env = "MAX_QUEUE_WAIT_MS", value_parser = parse_positive_u32, global = true)]
+    pub max_queue_wait_ms: Option<u32>,
+    /// Experiment F: the open-loop stream's rate as a multiple of the peak QPS.
+    #[arg(long, env = "ADMISSION_LOAD", value_parser = parse_rate_multiple, global = true)]
+    pub admission_load: Option<f64>,
     /// Seed for the query parameters.
     #[arg(long, env = "LOADGEN_SEED", default_value_t = 42, global = true)]
     pub seed: u64,
@@ -236,6 +254,15 @@ pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
     out.sort_unstable();
     out.dedup();
     Ok(CpuList(out))
+}
+
+fn parse_rate_multiple(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('x').parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 100.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a multiple of the peak (expected e.g. 1.5)"
+        )),
+    }
 }
 
 fn parse_positive_u32(s: &str) -> Result<u32, String> {

@@ -14,13 +14,15 @@ use crate::progress::Progress;
 use crate::report::summary::{best_pool, collapse_of};
 use crate::report::Report;
 use crate::settings::Settings;
-use crate::workload::{self, conn_opts, Workload};
+use crate::workload::{self, conn_opts, Mix, Workload};
 
 /// Experiment D: idle connections held open while the active clients run (the seed study's
 /// 0..1500).
 pub const IDLE_LEVELS: &[usize] = &[0, 20, 100, 500, 1000, 1500];
 /// Experiment D: active clients, as in the seed study (a pool of 4).
 const IDLE_ACTIVE_CLIENTS: usize = 4;
+/// Experiment D: the workloads of the active clients.
+const IDLE_MIXES: [Mix; 2] = [Mix::Knee, Mix::PointSelect];
 
 /// Serial queries in the calibration (the issue asks for at least 500).
 const CALIBRATION_QUERIES: u64 = 500;
@@ -41,6 +43,8 @@ pub struct Run<'a> {
     pub workload: Workload,
     /// Idle direct connections between levels.
     pub cache: ConnCache,
+    /// The local server's pid (experiment E re-pins it); `None` for docker and external.
+    pub server_pid: Option<u32>,
 }
 
 /// Seconds the progress bar should plan for this command.
@@ -48,16 +52,22 @@ pub fn planned(s: &Settings) -> Duration {
     let per = s.warmup + s.window;
     let levels = match s.command {
         Command::Bench { .. } => {
-            s.conc_levels.len() + 2 * s.pool_sizes.len() + 2 * s.open_fractions.len()
+            s.conc_levels.len() + 3 * s.pool_sizes.len() + 2 * s.open_fractions.len() + 3
         }
+        Command::Adaptive => s.pool_sizes.len(),
+        Command::Admission => 3 + 4,
         Command::Curve => s.conc_levels.len(),
         Command::Pool | Command::Proxy => s.pool_sizes.len(),
         Command::Open => 2 * s.open_fractions.len() + 4,
         Command::Overhead => 4,
-        Command::Idle => 2 * IDLE_LEVELS.len(),
+        Command::Idle => 2 * IDLE_MIXES.len() * IDLE_LEVELS.len(),
         Command::Calibrate | Command::Seed => 0,
     };
-    per * levels as u32
+    let auto = match s.command {
+        Command::Bench { .. } | Command::Adaptive => s.adaptive,
+        _ => Duration::ZERO,
+    };
+    per * levels as u32 + auto
 }
 
 impl Run<'_> {
@@ -102,28 +112,40 @@ impl Run<'_> {
             Command::Proxy => self.proxy().await?,
             Command::Overhead => self.overhead().await?,
             Command::Idle => self.idle().await?,
+            Command::Adaptive => {
+                self.calibrate().await?;
+                self.adaptive().await?;
+            }
+            Command::Admission => {
+                self.calibrate().await?;
+                self.admission().await?;
+            }
             Command::Bench { .. } => {
                 self.calibrate().await?;
                 self.curve(&self.s.conc_levels.clone()).await?;
                 self.pool().await?;
                 self.open_loop().await?;
                 self.proxy().await?;
+                self.adaptive().await?;
+                self.admission().await?;
             }
         }
         Ok(())
     }
 
-    fn ctx(&self, url: &str, workload: Option<Workload>) -> Result<LevelCtx> {
+    pub(crate) fn ctx(&self, url: &str, workload: Option<Workload>) -> Result<LevelCtx> {
         Ok(LevelCtx {
             load: conn_opts(url)?,
             workload,
             seed: self.s.seed,
+            completed: None,
         })
     }
 
-    /// Experiment D, the seed's idle-connections study: for each N in IDLE_LEVELS, N
-    /// connections log in and stay idle while 4 clients run the query; directly at the server,
-    /// then through sluice (where idle clients hold no server connection at all).
+    /// Experiment D, the seed's idle-connections study: for each workload (the knee query,
+    /// then a point-select mix) and each N in IDLE_LEVELS, N connections log in and stay idle
+    /// while 4 clients run it; directly at the server, then through sluice (where idle
+    /// clients hold no server connection at all).
     async fn idle(&mut self) -> Result<()> {
         let server = self.server_url.clone();
         self.idle_at("direct", &server, None).await?;
@@ -153,7 +175,24 @@ impl Run<'_> {
         url: &str,
         pool: Option<usize>,
     ) -> Result<()> {
-        let ctx = self.ctx(url, Some(self.workload))?;
+        for mix in IDLE_MIXES {
+            let workload = Workload {
+                mix,
+                ..self.workload
+            };
+            self.idle_levels(target, url, pool, workload).await?;
+        }
+        Ok(())
+    }
+
+    async fn idle_levels(
+        &mut self,
+        target: &'static str,
+        url: &str,
+        pool: Option<usize>,
+        workload: Workload,
+    ) -> Result<()> {
+        let ctx = self.ctx(url, Some(workload))?;
         self.cache.close().await;
         for &n in IDLE_LEVELS {
             let idle = crate::level::open_conns(&ctx.load, n)
@@ -162,8 +201,12 @@ impl Run<'_> {
             let mut spec = self.spec("D", target, Mode::Direct, IDLE_ACTIVE_CLIENTS);
             spec.idle_conns = Some(n);
             spec.proxy_pool = pool;
+            spec.pool_mode = pool.map(|_| "fixed");
             let mut cache = ConnCache::default();
-            let label = format!("D: {IDLE_ACTIVE_CLIENTS} active, {n} idle, {target}");
+            let label = format!(
+                "D: {IDLE_ACTIVE_CLIENTS} active {}, {n} idle, {target}",
+                workload.mix.label()
+            );
             let r = self.measure_with(&ctx, spec, label, &mut cache).await;
             cache.close().await;
             crate::level::close_conns(idle).await;
@@ -230,7 +273,7 @@ impl Run<'_> {
         r
     }
 
-    async fn measure_with(
+    pub(crate) async fn measure_with(
         &mut self,
         ctx: &LevelCtx,
         spec: LevelSpec,
@@ -252,7 +295,7 @@ impl Run<'_> {
         self.report.push(row)
     }
 
-    fn spec(
+    pub(crate) fn spec(
         &self,
         experiment: &'static str,
         target: &'static str,
@@ -270,11 +313,14 @@ impl Run<'_> {
             warmup: self.s.warmup,
             window: self.s.window,
             idle_conns: None,
+            open_stream: None,
+            pool_mode: None,
+            max_queue_wait_ms: None,
         }
     }
 
     /// Experiment A at the given levels.
-    async fn curve(&mut self, levels: &[usize]) -> Result<()> {
+    pub(crate) async fn curve(&mut self, levels: &[usize]) -> Result<()> {
         let ctx = self.ctx(&self.server_url, Some(self.workload))?;
         let (arrival, fraction) = self.arrival();
         for &c in levels {
@@ -367,6 +413,7 @@ impl Run<'_> {
             let ctx = self.ctx(&proxy.url(), Some(self.workload))?;
             let mut spec = self.spec("proxy", "proxy", Mode::Direct, clients);
             spec.proxy_pool = Some(p);
+            spec.pool_mode = Some("fixed");
             let mut cache = ConnCache::default();
             let result = self
                 .measure_with(
@@ -442,6 +489,7 @@ impl Run<'_> {
             let via = self.ctx(&proxy.url(), None)?;
             let mut spec = self.spec("overhead", "proxy", Mode::Direct, clients);
             spec.proxy_pool = Some(clients);
+            spec.pool_mode = Some("fixed");
             let mut cache = ConnCache::default();
             let r = self
                 .measure_with(

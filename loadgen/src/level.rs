@@ -5,6 +5,7 @@
 //! inside the window. Requests still unfinished when the window closes are reported with
 //! their age at that instant instead of being silently dropped.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -67,6 +68,13 @@ pub struct LevelSpec {
     pub window: Duration,
     /// Experiment D: idle connections held open at the target during the level.
     pub idle_conns: Option<usize>,
+    /// Experiment F: an open-loop (Poisson) stream on its own connections next to the
+    /// closed-loop clients: (connections, total rate in queries/s).
+    pub open_stream: Option<(usize, f64)>,
+    /// `fixed` or `auto` for rows through sluice (the `pool_mode` column).
+    pub pool_mode: Option<&'static str>,
+    /// sluice's `max_queue_wait` in force, ms (experiment F).
+    pub max_queue_wait_ms: Option<f64>,
 }
 
 /// Where and what to query.
@@ -78,7 +86,15 @@ pub struct LevelCtx {
     pub workload: Option<Workload>,
     /// RNG seed.
     pub seed: u64,
+    /// Bumped on every answered query, for timelines sampled while the level runs.
+    pub completed: Option<Arc<AtomicU64>>,
 }
+
+/// A closed-loop client whose statement was shed (sluice's ERR 9002) waits this long before
+/// its next one, as a client honouring a "retry shortly" error would (about F's target).
+const SHED_BACKOFF: Duration = Duration::from_millis(200);
+/// sluice's "overloaded, retry shortly" error.
+const ER_SHED: u16 = 9002;
 
 /// One CSV row: every metric of one level. Column meanings are in `results/README.md`.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -120,6 +136,35 @@ pub struct LevelResult {
     pub proxy_cpu_us_per_query: Option<f64>,
     /// Experiment D: idle connections held open at the target (empty elsewhere).
     pub idle_conns: Option<usize>,
+    /// `knee`, `point_select` or `select1`.
+    pub workload: String,
+    /// `fixed` or `auto` through sluice; empty for direct and in-process pool rows.
+    pub pool_mode: Option<String>,
+    /// Experiment F: the open-loop stream's connections (empty elsewhere).
+    pub open_clients: Option<usize>,
+    /// Statements refused with ERR 9002 (sluice's admission control) in the window.
+    pub shed: u64,
+    /// Statements finished in the window: answered + errors + shed.
+    pub attempts: u64,
+    /// sluice's `max_queue_wait`, ms (experiment F).
+    pub max_queue_wait_ms: Option<f64>,
+    /// p99 of the closed-loop clients' answered queries (experiment F).
+    pub p99_closed_ms: Option<f64>,
+    /// p99 of the open-loop stream's answered queries, from their scheduled arrival.
+    pub p99_open_ms: Option<f64>,
+    /// Experiment E: mean of Threads_running sampled every 250 ms over the window.
+    pub threads_running_mean: Option<f64>,
+    /// Experiment E: mean concurrency limit over the window (auto: as it moved).
+    pub limit_mean: Option<f64>,
+}
+
+/// How one query went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Ok,
+    Failed,
+    /// Refused by sluice's admission control (ERR 9002).
+    Shed,
 }
 
 /// The pool of experiment C: P connections behind a FIFO semaphore.
@@ -135,10 +180,9 @@ enum Lane {
 }
 
 impl Lane {
-    /// Runs one query: `Some(true)` answered, `Some(false)` failed (counted as an error),
-    /// `None` still waiting for a pooled connection when the window closed (given up: it
+    /// Runs one query: `Some(answer)`, or `None` still waiting for a pooled connection when the window closed (given up: it
     /// is reported as unfinished, and running it would only delay the next level).
-    async fn run(&mut self, sql: &str, opts: &Opts, close: Instant) -> Option<bool> {
+    async fn run(&mut self, sql: &str, opts: &Opts, close: Instant) -> Option<Answer> {
         match self {
             Lane::Own(slot) => Some(run_on(slot, sql, opts).await),
             Lane::Shared(pool) => {
@@ -159,26 +203,27 @@ impl Lane {
     }
 }
 
-async fn run_on(slot: &mut Option<Conn>, sql: &str, opts: &Opts) -> bool {
+async fn run_on(slot: &mut Option<Conn>, sql: &str, opts: &Opts) -> Answer {
     if slot.is_none() {
         match connect(opts).await {
             Ok(c) => *slot = Some(c),
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                return false;
+                return Answer::Failed;
             }
         }
     }
     let Some(conn) = slot.as_mut() else {
-        return false;
+        return Answer::Failed;
     };
     match conn.query_drop(sql).await {
-        Ok(()) => true,
-        Err(mysql_async::Error::Server(_)) => false,
+        Ok(()) => Answer::Ok,
+        Err(mysql_async::Error::Server(e)) if e.code == ER_SHED => Answer::Shed,
+        Err(mysql_async::Error::Server(_)) => Answer::Failed,
         Err(_) => {
             // The connection is broken; the next query reconnects.
             *slot = None;
-            false
+            Answer::Failed
         }
     }
 }
@@ -188,8 +233,11 @@ struct ClientOutcome {
     hist: Histogram<u64>,
     done: u64,
     errors: u64,
+    shed: u64,
     unfinished_us: Vec<u64>,
     lane: Lane,
+    /// Part of an open-loop stream next to closed-loop clients (experiment F).
+    open: bool,
 }
 
 struct Clock {
@@ -220,8 +268,10 @@ async fn client_task(
         hist: stats::new_histogram(),
         done: 0,
         errors: 0,
+        shed: 0,
         unfinished_us: Vec::new(),
         lane: Lane::Own(None),
+        open: false,
     };
     let mut next = match per_client_rate {
         Some(rate) => clock.base + exp_interval(&mut rng, rate),
@@ -259,13 +309,23 @@ async fn client_task(
                 .push(us(clock.t1.saturating_duration_since(due)));
             break;
         }
-        if end >= clock.t0 {
-            if ok == Some(true) {
-                out.hist.saturating_record(us(end - due).max(1));
-                out.done += 1;
-            } else {
-                out.errors += 1;
+        if ok == Some(Answer::Ok) {
+            if let Some(c) = &ctx.completed {
+                c.fetch_add(1, Ordering::Relaxed);
             }
+        }
+        if end >= clock.t0 {
+            match ok {
+                Some(Answer::Ok) => {
+                    out.hist.saturating_record(us(end - due).max(1));
+                    out.done += 1;
+                }
+                Some(Answer::Shed) => out.shed += 1,
+                _ => out.errors += 1,
+            }
+        }
+        if ok == Some(Answer::Shed) && per_client_rate.is_none() {
+            sleep_until((Instant::now() + SHED_BACKOFF).min(clock.t1).into()).await;
         }
     }
     // Open loop: arrivals due before the window closed that never even started.
@@ -368,8 +428,9 @@ pub async fn run_level(
     cache: &mut ConnCache,
 ) -> Result<LevelResult> {
     let ctx = Arc::new(ctx.clone());
+    let open_clients = spec.open_stream.map_or(0, |(n, _)| n);
     let backend_conns = match spec.mode {
-        Mode::Direct => spec.clients,
+        Mode::Direct => spec.clients + open_clients,
         Mode::Pool(p) => p,
     };
     let conns = cache.take(&ctx.load, backend_conns).await?;
@@ -395,15 +456,19 @@ pub async fn run_level(
         t0: base + spec.warmup,
         t1: base + spec.warmup + spec.window,
     });
-    let mut tasks = Vec::with_capacity(spec.clients);
+    let mut tasks = Vec::with_capacity(spec.clients + open_clients);
     for (id, lane) in lanes.drain(..).enumerate() {
-        tasks.push(tokio::spawn(client_task(
-            id,
-            lane,
-            ctx.clone(),
-            clock.clone(),
-            per_client_rate,
-        )));
+        // Experiment F: the last `open_clients` lanes carry the Poisson stream.
+        let (rate, open) = match spec.open_stream {
+            Some((n, total)) if id >= spec.clients => (Some(total / n as f64), true),
+            _ => (per_client_rate, false),
+        };
+        let (ctx, clock) = (ctx.clone(), clock.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut o = client_task(id, lane, ctx, clock, rate).await;
+            o.open = open;
+            o
+        }));
     }
 
     sleep_until(clock.t0.into()).await;
@@ -420,16 +485,24 @@ pub async fn run_level(
     }
 
     let mut hist = stats::new_histogram();
+    let (mut closed_hist, mut open_hist) = (stats::new_histogram(), stats::new_histogram());
     let mut counts = Vec::with_capacity(spec.clients);
     let mut errors = 0;
+    let mut shed = 0;
     let mut unfinished = Vec::new();
     let mut leftover: Vec<Conn> = Vec::new();
     let mut shared: Option<Arc<SharedPool>> = None;
     for task in tasks {
         let o = task.await.context("a client task panicked")?;
         hist.add(&o.hist).context("merging histograms")?;
+        if o.open {
+            open_hist.add(&o.hist).context("merging histograms")?;
+        } else {
+            closed_hist.add(&o.hist).context("merging histograms")?;
+        }
         counts.push(o.done);
         errors += o.errors;
+        shed += o.shed;
         unfinished.extend(o.unfinished_us);
         match o.lane {
             Lane::Own(Some(c)) => leftover.push(c),
@@ -466,20 +539,22 @@ pub async fn run_level(
     Ok(LevelResult {
         experiment: spec.experiment.to_string(),
         target: spec.target.to_string(),
-        arrival: match spec.arrival {
-            Arrival::Closed => "closed".into(),
-            Arrival::Open { .. } => "open".into(),
+        arrival: match (spec.arrival, spec.open_stream) {
+            (Arrival::Closed, Some(_)) => "closed+open".into(),
+            (Arrival::Closed, None) => "closed".into(),
+            (Arrival::Open { .. }, _) => "open".into(),
         },
-        clients: spec.clients,
+        clients: spec.clients + open_clients,
         backend_conns: spec.proxy_pool.unwrap_or(backend_conns),
         pool_size: match spec.mode {
             Mode::Pool(p) => Some(p),
             Mode::Direct => spec.proxy_pool,
         },
         rate_fraction: spec.rate_fraction,
-        offered_qps: match spec.arrival {
-            Arrival::Open { rate_qps } => Some(rate_qps),
-            Arrival::Closed => None,
+        offered_qps: match (spec.arrival, spec.open_stream) {
+            (Arrival::Open { rate_qps }, _) => Some(rate_qps),
+            (Arrival::Closed, Some((_, rate))) => Some(rate),
+            (Arrival::Closed, None) => None,
         },
         warmup_s: spec.warmup.as_secs_f64(),
         window_s,
@@ -510,5 +585,20 @@ pub async fn run_level(
         proxy_cpu_us_per_query: matches!(spec.target, "proxy" | "relay")
             .then(|| per_query_us(proxy_ns)),
         idle_conns: spec.idle_conns,
+        workload: match &ctx.workload {
+            Some(w) => w.mix.label().to_string(),
+            None => "select1".into(),
+        },
+        pool_mode: spec.pool_mode.map(String::from),
+        open_clients: spec.open_stream.map(|(n, _)| n),
+        shed,
+        attempts: queries + errors + shed,
+        max_queue_wait_ms: spec.max_queue_wait_ms,
+        p99_closed_ms: spec
+            .open_stream
+            .map(|_| stats::latency(&closed_hist).p99_ms),
+        p99_open_ms: spec.open_stream.map(|_| stats::latency(&open_hist).p99_ms),
+        threads_running_mean: None,
+        limit_mean: None,
     })
 }

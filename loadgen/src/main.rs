@@ -6,10 +6,11 @@
 //! - [`workload`]: the table, seeding, the query, calibration.
 //! - [`level`]: one measured level (closed or open loop, direct or pooled).
 //! - [`stats`]: percentiles, fairness, in-flight ages, Little's law.
-//! - [`experiments`]: A, B, C, open loop, proxy, overhead.
+//! - [`experiments`]: A, B, C, D, open loop, proxy, overhead; [`adaptive`]: E and F.
 //! - [`report`]: CSVs, summary, metadata, SVG plots.
 //! - [`resources`], [`progress`], [`proxy_mode`].
 
+mod adaptive;
 mod backend;
 mod cli;
 mod experiments;
@@ -189,8 +190,10 @@ async fn experiments_body(
         workload: workload::Workload {
             rows: s.rows,
             scan_w: s.scan_w,
+            mix: workload::Mix::Knee,
         },
         cache: level::ConnCache::default(),
+        server_pid: backend.local_pid(),
     };
     let result = run.execute().await;
     run.cache.close().await;

@@ -19,6 +19,19 @@ pub struct InProcessProxy {
 impl InProcessProxy {
     /// Starts sluice in front of `backend` (`host:port`) with `pool` execution slots.
     pub async fn start(backend: &str, pool: usize, cpus: &[usize]) -> Result<InProcessProxy> {
+        InProcessProxy::start_with(backend, cpus, |cfg| {
+            cfg.pool_size = sluice::config::PoolSize::Fixed(pool as u32);
+            cfg.max_backend_connections = cfg.max_backend_connections.max(pool as u32);
+        })
+        .await
+    }
+
+    /// Starts sluice with the bench user's config adjusted by `tune`.
+    pub async fn start_with(
+        backend: &str,
+        cpus: &[usize],
+        tune: impl FnOnce(&mut sluice::Config),
+    ) -> Result<InProcessProxy> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(cpus.len().max(1))
             .thread_name("sluice-w")
@@ -26,8 +39,7 @@ impl InProcessProxy {
             .build()
             .context("building the sluice runtime")?;
         let mut cfg = sluice::Config::for_backend(backend.to_string(), "bench", "bench");
-        cfg.pool_size = sluice::config::PoolSize::Fixed(pool as u32);
-        cfg.max_backend_connections = cfg.max_backend_connections.max(pool as u32);
+        tune(&mut cfg);
         let handle = rt
             .spawn(async move { sluice::Proxy::bind(cfg).await })
             .await
@@ -44,6 +56,11 @@ impl InProcessProxy {
     /// Where clients connect, as the bench user.
     pub fn url(&self) -> String {
         format!("mysql://bench:bench@{}/bench", self.addr)
+    }
+
+    /// The running proxy's shared state (its pool limit, for timelines).
+    pub fn context(&self) -> Option<std::sync::Arc<sluice::context::Context>> {
+        self.handle.as_ref().map(|h| h.context().clone())
     }
 
     /// Graceful shutdown, then the runtime goes away.

@@ -60,6 +60,12 @@ pub struct Settings {
     pub open_fractions: Vec<f64>,
     /// Pool size for the open-loop pool rows.
     pub open_pool_size: Option<usize>,
+    /// Experiment E: length of the `auto` run.
+    pub adaptive: Duration,
+    /// Experiment F: max_queue_wait of the admission row.
+    pub max_queue_wait: Duration,
+    /// Experiment F: open-loop rate as a multiple of the peak.
+    pub admission_load: f64,
     /// RNG seed.
     pub seed: u64,
     /// Show the progress bar.
@@ -170,6 +176,13 @@ impl Settings {
             rate: c.rate,
             open_fractions,
             open_pool_size: c.open_pool_size,
+            adaptive: Duration::from_secs_f64(c.adaptive_s.unwrap_or(if quick {
+                12.0
+            } else {
+                40.0
+            })),
+            max_queue_wait: Duration::from_millis(u64::from(c.max_queue_wait_ms.unwrap_or(200))),
+            admission_load: c.admission_load.unwrap_or(1.5),
             seed: c.seed,
             progress: !c.no_progress,
         })

@@ -21,6 +21,26 @@ const VAL_FLOOR_MAX: u32 = 1000;
 /// Rows per INSERT statement while seeding (about 0.6 MB of SQL each).
 const SEED_BATCH: u32 = 5000;
 
+/// Which statements a workload sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mix {
+    /// The seed's knee query (a `scan_w`-row range scan and filesort).
+    #[default]
+    Knee,
+    /// OLTP-style primary-key reads: 9 in 10 fetch one row, 1 in 10 a 10-row range.
+    PointSelect,
+}
+
+impl Mix {
+    /// The `workload` column of the CSVs.
+    pub fn label(self) -> &'static str {
+        match self {
+            Mix::Knee => "knee",
+            Mix::PointSelect => "point_select",
+        }
+    }
+}
+
 /// The query generator.
 #[derive(Debug, Clone, Copy)]
 pub struct Workload {
@@ -28,11 +48,29 @@ pub struct Workload {
     pub rows: u32,
     /// Rows in the scanned id window.
     pub scan_w: u32,
+    /// Which statements.
+    pub mix: Mix,
 }
 
 impl Workload {
-    /// A query over a random window of `scan_w` ids, so no two calls are identical.
+    /// The next statement, with random parameters so no two calls are identical.
     pub fn query(&self, rng: &mut impl Rng) -> String {
+        match self.mix {
+            Mix::Knee => self.knee(rng),
+            Mix::PointSelect => {
+                let id = rng.gen_range(1..=self.rows);
+                if rng.gen_range(0..10) == 0 {
+                    let hi = (id + 9).min(self.rows);
+                    format!("SELECT id, val FROM reads_test WHERE id BETWEEN {id} AND {hi}")
+                } else {
+                    format!("SELECT id, val FROM reads_test WHERE id = {id}")
+                }
+            }
+        }
+    }
+
+    /// A query over a random window of `scan_w` ids.
+    fn knee(&self, rng: &mut impl Rng) -> String {
         let last_start = self.rows.saturating_sub(self.scan_w) + 1;
         let lo = rng.gen_range(1..=last_start);
         let hi = lo + self.scan_w - 1;
@@ -248,6 +286,7 @@ mod tests {
         let w = Workload {
             rows: 100,
             scan_w: 20,
+            mix: Mix::Knee,
         };
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
         let mut seen = std::collections::HashSet::new();
@@ -263,5 +302,25 @@ mod tests {
             seen.insert(q);
         }
         assert!(seen.len() > 150, "queries repeat too often");
+    }
+
+    #[test]
+    fn point_selects_read_existing_ids_mostly_one_at_a_time() {
+        let w = Workload {
+            rows: 100,
+            scan_w: 20,
+            mix: Mix::PointSelect,
+        };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+        let qs: Vec<String> = (0..1000).map(|_| w.query(&mut rng)).collect();
+        let ranges = qs.iter().filter(|q| q.contains("BETWEEN")).count();
+        assert!((50..=150).contains(&ranges), "{ranges} ranges in 1000");
+        for q in &qs {
+            let nums: Vec<u32> = q
+                .split(|c: char| !c.is_ascii_digit())
+                .filter_map(|s| s.parse().ok())
+                .collect();
+            assert!(nums.iter().all(|&n| (1..=100).contains(&n)), "{q}");
+        }
     }
 }

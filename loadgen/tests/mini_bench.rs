@@ -46,15 +46,30 @@ const COLUMNS: &[&str] = &[
     "loadgen_rss_mib",
     "proxy_cpu_us_per_query",
     "idle_conns",
+    "workload",
+    "pool_mode",
+    "open_clients",
+    "shed",
+    "attempts",
+    "max_queue_wait_ms",
+    "p99_closed_ms",
+    "p99_open_ms",
+    "threads_running_mean",
+    "limit_mean",
 ];
 
 /// Columns that may be empty, and when.
 fn may_be_empty(col: &str, row: &HashMap<String, String>) -> bool {
     match col {
-        "pool_size" => row["target"] == "direct",
-        "rate_fraction" | "offered_qps" => row["arrival"] == "closed",
-        "proxy_cpu_us_per_query" => row["target"] != "proxy",
+        "pool_size" => row["target"] == "direct" || row["pool_mode"] == "auto",
+        "rate_fraction" => row["arrival"] != "open",
+        "offered_qps" => row["arrival"] == "closed",
+        "proxy_cpu_us_per_query" | "pool_mode" => row["target"] != "proxy",
         "idle_conns" => row["experiment"] != "D",
+        "open_clients" | "p99_closed_ms" | "p99_open_ms" => row["experiment"] != "F",
+        // Only the admission-control row of F has a target.
+        "max_queue_wait_ms" => true,
+        "threads_running_mean" | "limit_mean" => row["experiment"] != "E",
         _ => false,
     }
 }
@@ -95,7 +110,12 @@ fn check_rows(file: &str, rows: &[HashMap<String, String>], expected: usize) {
                 !empty || may_be_empty(col, row),
                 "{file}: {col} is empty in {row:?}"
             );
-            if !empty && !matches!(*col, "experiment" | "target" | "arrival") {
+            if !empty
+                && !matches!(
+                    *col,
+                    "experiment" | "target" | "arrival" | "workload" | "pool_mode"
+                )
+            {
                 num(row, col);
             }
         }
@@ -137,7 +157,7 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
             "--client-threads",
             "8",
         ])
-        .args(["--open-fractions", "0.8,1.2"])
+        .args(["--open-fractions", "0.8,1.2", "--adaptive-s", "3"])
         .arg("--out")
         .arg(&out)
         .env("TMPDIR", &server_tmp);
@@ -191,12 +211,59 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
         assert!(p.iter().all(|r| num(r, "proxy_cpu_us_per_query") >= 0.0));
     }
 
-    for svg in [
+    let mut svgs = vec![
         "throughput_vs_connections.svg",
         "p99_vs_connections.svg",
         "pool_vs_direct_512.svg",
         "openloop_latency.svg",
-    ] {
+    ];
+    if cfg!(feature = "proxy") {
+        // Experiment E: every fixed P, then auto.
+        let e = read_csv(&dir.join("expE_adaptive.csv"));
+        check_rows("E", &e, 3);
+        let modes: Vec<&str> = e.iter().map(|r| r["pool_mode"].as_str()).collect();
+        assert_eq!(modes, ["fixed", "fixed", "auto"]);
+        for r in &e {
+            assert_eq!(r["workload"], "knee");
+            assert!(num(r, "limit_mean") >= 1.0, "{r:?}");
+            assert!(num(r, "threads_running_mean") >= 1.0, "{r:?}");
+            assert_eq!(num(r, "attempts"), num(r, "queries") + num(r, "shed"));
+        }
+        let limit_auto = num(&e[2], "limit_mean");
+        assert!(
+            (1.0..=2.0).contains(&limit_auto),
+            "auto stays within 1..max P: {limit_auto}"
+        );
+        let timeline = csv::Reader::from_path(dir.join("expE_timeline.csv"))
+            .expect("timeline")
+            .into_records()
+            .map(|r| r.expect("record"))
+            .collect::<Vec<_>>();
+        assert!(timeline.len() >= 8, "{} samples", timeline.len());
+        assert!(timeline.iter().any(|r| &r[0] == "auto"));
+        assert!(timeline.iter().any(|r| &r[0] == "P=1"));
+        // The local server is ours: the auto run re-pins it from 2 CPUs to 1.
+        let cpus: std::collections::HashSet<&str> = timeline
+            .iter()
+            .filter(|r| &r[0] == "auto")
+            .map(|r| r.get(5).unwrap_or(""))
+            .collect();
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+            assert!(cpus.contains("2") && cpus.contains("1"), "{cpus:?}");
+        }
+        // Experiment F: direct, unbounded, max_queue_wait.
+        let f = read_csv(&dir.join("expF_admission.csv"));
+        check_rows("F", &f, 3);
+        assert_eq!(f[0]["target"], "direct");
+        assert_eq!(f[2]["max_queue_wait_ms"], "200.0");
+        for r in &f {
+            assert_eq!(r["arrival"], "closed+open");
+            assert!(num(r, "open_clients") >= 1.0 && num(r, "offered_qps") > 0.0);
+            assert!(num(r, "attempts") >= num(r, "queries") + num(r, "shed"));
+        }
+        svgs.push("expE_adaptive.svg");
+    }
+    for svg in svgs {
         let text = std::fs::read_to_string(dir.join(svg)).unwrap_or_else(|e| panic!("{svg}: {e}"));
         assert!(text.trim_start().starts_with("<svg"), "{svg} is not an SVG");
         assert!(text.trim_end().ends_with("</svg>"), "{svg} is truncated");
@@ -259,6 +326,17 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
         "calibration",
     ] {
         assert!(summary.contains(part), "summary lacks {part}:\n{summary}");
+    }
+    if cfg!(feature = "proxy") {
+        for part in [
+            "Experiment E",
+            "auto reached",
+            "re-pinned",
+            "Experiment F",
+            "admission control",
+        ] {
+            assert!(summary.contains(part), "summary lacks {part}:\n{summary}");
+        }
     }
 
     // Teardown: no server left, no temp dir left.

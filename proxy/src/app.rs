@@ -108,6 +108,7 @@ impl Proxy {
         let tracker = TaskTracker::new();
         tracker.spawn(accept_loop(ctx.clone(), listener, tracker.clone()));
         tokio::spawn(maintenance(ctx.clone()));
+        tokio::spawn(crate::autosize::run(ctx.clone()));
         tracing::info!(%local_addr, backend = %ctx.config().backend, "sluice listening");
         Ok(ProxyHandle {
             ctx,

@@ -29,6 +29,8 @@ pub struct Context {
     pub latency: crate::latency::Latency,
     /// TLS towards the backend, built once at start (`backend_tls` is not live).
     pub backend_tls: Option<Arc<BackendTls>>,
+    /// `pool_size = auto`: whether it is on and why the limit last moved.
+    pub limit: crate::autosize::LimitState,
 }
 
 impl Context {
@@ -51,6 +53,7 @@ impl Context {
             paused,
             latency: crate::latency::Latency::new(),
             backend_tls,
+            limit: Default::default(),
         })
     }
 
@@ -64,7 +67,13 @@ impl Context {
 
     /// Swaps in a validated config and applies its live settings to the pool.
     pub fn replace_config(&self, config: Config) {
-        self.pool.apply(&pool_settings(&config));
+        let mut settings = pool_settings(&config);
+        if config.pool_size == PoolSize::Auto {
+            // The limiter owns the size: keep what it found (within the new bounds).
+            let (min, max) = crate::autosize::bounds(&config);
+            settings.pool_size = self.pool.slots().size().clamp(min, max);
+        }
+        self.pool.apply(&settings);
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
     }
 }
@@ -119,10 +128,10 @@ pub fn default_group(ctx: &Context) -> Option<(PoolKey, BackendTarget)> {
     Some((key, target))
 }
 
-/// `auto` starts small and lets the limiter grow it.
+/// `auto` starts at `min_pool_size` and lets the limiter (`autosize`) find the knee.
 pub fn initial_pool_size(config: &Config) -> u32 {
     match config.pool_size {
         PoolSize::Fixed(n) => n,
-        PoolSize::Auto => config.min_pool_size.max(2),
+        PoolSize::Auto => crate::autosize::bounds(config).0,
     }
 }

@@ -11,12 +11,13 @@
 //! - [`session`]: the per-client loop, session state, pinning, replay and relay.
 //! - [`classify`]: the only code that reads SQL text.
 //! - [`config`]: the validated configuration (default < file < env < flags).
-//! - [`app`]: `Proxy::bind`, accept loop, shutdown.
+//! - [`app`]: `Proxy::bind`, accept loop, shutdown; [`autosize`] drives `pool_size = auto`.
 //! - [`stats`]: counters and reason enums.
 //! - [`admin`], [`metrics`], [`latency`]: the admin console, `/metrics`, latency histograms.
 
 pub mod admin;
 pub mod app;
+pub mod autosize;
 pub mod classify;
 pub mod config;
 pub mod conn;

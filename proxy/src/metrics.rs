@@ -22,6 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::context::Context;
 use crate::latency::Snapshot;
+use crate::pool::limiter::LimitReason;
 use crate::session::registry::ClientPhase;
 use crate::stats::{
     BackendCloseReason, ClientCloseReason, ConnectFailure, PinReason, RecycleOutcome,
@@ -234,6 +235,18 @@ impl Collector for SluiceCollector {
         )?;
         gauge(
             &mut e,
+            "pool_limit",
+            "Concurrency limit in force (pool_size = auto moves it; fixed pool_size otherwise)",
+            i64::from(snap.pool_size),
+        )?;
+        gauge(
+            &mut e,
+            "pool_auto",
+            "1 while pool_size = auto sizes the pool",
+            i64::from(ctx.limit.get().auto),
+        )?;
+        gauge(
+            &mut e,
             "slots_in_use",
             "Execution slots held",
             i64::from(snap.slots_in_use),
@@ -318,6 +331,16 @@ impl Collector for SluiceCollector {
             "Backends returned to the pool, by decision",
             "outcome",
             recycles,
+        )?;
+        let limits = LimitReason::ALL
+            .iter()
+            .map(|r| (r.label(), s.limit_changes_by(*r)));
+        counter_family(
+            &mut e,
+            "pool_limit_changes",
+            "pool_size = auto limit changes, by reason",
+            "reason",
+            limits,
         )?;
         {
             let m = e.encode_descriptor(

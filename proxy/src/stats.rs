@@ -5,6 +5,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::pool::limiter::LimitReason;
+
 macro_rules! reason_enum {
     ($(#[$m:meta])* $name:ident { $($variant:ident => $label:literal),+ $(,)? }) => {
         $(#[$m])*
@@ -135,6 +137,8 @@ pub struct Stats {
     pub pins: Counters<12>,
     pub recycles: Counters<3>,
     pub connect_failures: Counters<9>,
+    /// `pool_size = auto` limit changes, by `LimitReason`.
+    pub limit_changes: Counters<8>,
 }
 
 impl Stats {
@@ -158,6 +162,12 @@ impl Stats {
     }
     pub fn connect_failures_by(&self, r: ConnectFailure) -> u64 {
         self.connect_failures.get(r.index())
+    }
+    pub fn limit_changed(&self, r: LimitReason) {
+        self.limit_changes.add(r.index());
+    }
+    pub fn limit_changes_by(&self, r: LimitReason) -> u64 {
+        self.limit_changes.get(r.index())
     }
     pub fn client_closes_by(&self, r: ClientCloseReason) -> u64 {
         self.client_closes.get(r.index())
@@ -199,6 +209,10 @@ mod tests {
         for r in ConnectFailure::ALL {
             s.connect_failed(*r);
             assert_eq!(s.connect_failures_by(*r), 1);
+        }
+        for r in LimitReason::ALL {
+            s.limit_changed(*r);
+            assert_eq!(s.limit_changes_by(*r), 1);
         }
     }
 }

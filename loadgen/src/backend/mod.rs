@@ -102,6 +102,14 @@ impl Backend {
         }
     }
 
+    /// The server process, when it is ours and local (so it can be re-pinned).
+    pub fn local_pid(&self) -> Option<u32> {
+        match self {
+            Backend::Local(s) => Some(s.pid()),
+            _ => None,
+        }
+    }
+
     /// `local`, `docker` or `external`.
     pub fn kind(&self) -> &'static str {
         match self {

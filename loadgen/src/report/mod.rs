@@ -19,7 +19,28 @@ pub const FILES: &[(&str, &str)] = &[
     ("proxy", "expC_proxy.csv"),
     ("overhead", "overhead.csv"),
     ("D", "expD_idle.csv"),
+    ("E", "expE_adaptive.csv"),
+    ("F", "expF_admission.csv"),
 ];
+
+/// Experiment E: one sample of a configuration's run, every 250 ms.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TimelineRow {
+    /// `auto` or `P=<n>`.
+    pub config: String,
+    /// Seconds since the first answered query.
+    pub t_s: f64,
+    /// Answered queries per second over the sample.
+    pub qps: f64,
+    /// sluice's concurrency limit (execution slots) at the sample.
+    pub limit: u32,
+    /// The server's Threads_running (the monitor's own query included).
+    pub threads_running: Option<u64>,
+    /// CPUs the server was pinned to at the sample (empty when not ours to pin).
+    pub server_cpus: Option<usize>,
+    /// Why the auto limit last moved (empty for fixed P).
+    pub reason: String,
+}
 
 /// The results of one run, and the folder they go to.
 #[derive(Debug, Default)]
@@ -34,6 +55,10 @@ pub struct Report {
     pub meta: Vec<(String, String)>,
     /// Notes for the summary (seeding, warnings).
     pub notes: Vec<String>,
+    /// Experiment E's samples.
+    pub timeline: Vec<TimelineRow>,
+    /// Findings of experiments E and F, ready to print (computed where they are measured).
+    pub findings: Vec<String>,
 }
 
 impl Report {
@@ -79,6 +104,19 @@ impl Report {
         let mut w =
             csv::Writer::from_path(&path).with_context(|| format!("writing {}", path.display()))?;
         for row in self.rows_of(experiment) {
+            w.serialize(row)?;
+        }
+        w.flush()?;
+        Ok(())
+    }
+
+    /// Rewrites `expE_timeline.csv`.
+    pub fn write_timeline(&self) -> Result<()> {
+        if self.timeline.is_empty() {
+            return Ok(());
+        }
+        let mut w = csv::Writer::from_path(self.dir.join("expE_timeline.csv"))?;
+        for row in &self.timeline {
             w.serialize(row)?;
         }
         w.flush()?;

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
-use super::Report;
+use super::{Report, TimelineRow};
 use crate::level::LevelResult;
 
 const SIZE: (u32, u32) = (900, 540);
@@ -65,7 +65,112 @@ pub fn draw_all(rep: &Report) -> Result<Vec<String>> {
         idle(&rep.dir.join("idle_connections.svg"), &d)?;
         written.push("idle_connections.svg".into());
     }
+    let auto: Vec<&TimelineRow> = rep.timeline.iter().filter(|s| s.config == "auto").collect();
+    if !auto.is_empty() {
+        let best = rep
+            .rows_of("E")
+            .iter()
+            .filter(|r| r.pool_mode.as_deref() == Some("fixed"))
+            .map(|r| (r.pool_size.unwrap_or(0), r.qps))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        adaptive(&rep.dir.join("expE_adaptive.svg"), &auto, best)?;
+        written.push("expE_adaptive.svg".into());
+    }
     Ok(written)
+}
+
+/// Experiment E: the auto limit (right axis) and QPS (left axis) over time, with the best
+/// fixed P's QPS for reference and the moment the server lost a CPU.
+fn adaptive(path: &Path, rows: &[&TimelineRow], best: Option<(usize, f64)>) -> Result<()> {
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let tmax = rows.iter().map(|r| r.t_s).fold(1.0, f64::max);
+    let qmax = rows
+        .iter()
+        .map(|r| r.qps)
+        .chain(best.map(|b| b.1))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let lmax = rows
+        .iter()
+        .map(|r| r.limit)
+        .max()
+        .unwrap_or(1)
+        .max(best.map_or(1, |b| b.0 as u32)) as f64
+        * 1.2
+        + 1.0;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "pool_size = auto: limit and QPS over time",
+            ("sans-serif", 22),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .right_y_label_area_size(60)
+        .build_cartesian_2d(0.0..tmax, 0.0..qmax)
+        .map_err(err)?
+        .set_secondary_coord(0.0..tmax, 0.0..lmax);
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the first answer")
+        .y_desc("queries per second")
+        .draw()
+        .map_err(err)?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("concurrency limit (slots)")
+        .draw()
+        .map_err(err)?;
+    let (qc, lc, bc, rc) = (COLORS[0], COLORS[1], COLORS[2], COLORS[4]);
+    chart
+        .draw_series(LineSeries::new(
+            rows.iter().map(|r| (r.t_s, r.qps)),
+            qc.stroke_width(2),
+        ))
+        .map_err(err)?
+        .label("QPS (auto)")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], qc));
+    if let Some((p, q)) = best {
+        chart
+            .draw_series(LineSeries::new(
+                vec![(0.0, q), (tmax, q)],
+                bc.stroke_width(1),
+            ))
+            .map_err(err)?
+            .label(format!("QPS of best fixed P={p} (2 CPUs)"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], bc));
+    }
+    let cut = rows
+        .windows(2)
+        .find(|w| w[0].server_cpus != w[1].server_cpus)
+        .map(|w| w[1].t_s);
+    if let Some(t) = cut {
+        chart
+            .draw_series(LineSeries::new(
+                vec![(t, 0.0), (t, qmax)],
+                rc.stroke_width(1),
+            ))
+            .map_err(err)?
+            .label("server re-pinned 2 -> 1 CPU")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], rc));
+    }
+    chart
+        .draw_secondary_series(LineSeries::new(
+            rows.iter().map(|r| (r.t_s, f64::from(r.limit))),
+            lc.stroke_width(2),
+        ))
+        .map_err(err)?
+        .label("limit (right axis)")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], lc));
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
 }
 
 /// Experiment D: QPS of the active clients against idle connections held, direct vs sluice.

@@ -107,7 +107,16 @@ pub fn pools(ctx: &Context) -> Table {
         ("pinned", Int),
         ("waiting", Int),
         ("max_wait_ms", Int),
+        ("pool_mode", Text),
+        ("limit_reason", Text),
     ]);
+    let limit = ctx.limit.get();
+    let mode = if limit.auto { "auto" } else { "fixed" };
+    let reason: Cell = if limit.auto {
+        limit.reason.as_str().into()
+    } else {
+        Cell::Null
+    };
     let mut groups = snap.groups.clone();
     groups.sort_by(|a, b| {
         (&*a.0.user, a.0.caps, a.0.collation).cmp(&(&*b.0.user, b.0.caps, b.0.collation))
@@ -126,6 +135,8 @@ pub fn pools(ctx: &Context) -> Table {
             pinned.into(),
             snap.waiting.into(),
             max_wait_ms.into(),
+            mode.into(),
+            reason.clone(),
         ]);
     };
     if groups.is_empty() {

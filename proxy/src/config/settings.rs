@@ -121,9 +121,9 @@ settings! {
     default_auth_plugin, "SLUICE_DEFAULT_AUTH_PLUGIN", "--default-auth-plugin", "mysql_native_password", "plugin", true,
         "Auth plugin sluice asks clients to use, unless a user sets `auth_plugin`: `mysql_native_password` or `caching_sha2_password`.";
     pool_size, "SLUICE_POOL_SIZE", "--pool-size", "4", "statements", true,
-        "Execution slots: at most this many statements run on the backend at once (a fair FIFO queue for the rest). `auto` sizes it between min_pool_size and max_pool_size.";
+        "Execution slots: at most this many statements run on the backend at once (a fair FIFO queue for the rest). `auto` finds the server's throughput knee between min_pool_size and max_pool_size (never above max_backend_connections) and keeps re-probing as the load changes; SHOW POOLS says why the limit last moved.";
     min_pool_size, "SLUICE_MIN_POOL_SIZE", "--min-pool-size", "1", "statements", true,
-        "Lower bound for `pool_size = auto`.";
+        "Lower bound for `pool_size = auto`, and where it starts.";
     max_pool_size, "SLUICE_MAX_POOL_SIZE", "--max-pool-size", "64", "statements", true,
         "Upper bound for `pool_size = auto`.";
     max_backend_connections, "SLUICE_MAX_BACKEND_CONNECTIONS", "--max-backend-connections", "64", "connections", true,

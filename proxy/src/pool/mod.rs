@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod guard;
+pub mod limiter;
 mod opener;
 pub mod outage;
 pub mod recycle;
@@ -12,7 +13,7 @@ pub mod slots;
 
 pub use error::Error;
 pub use guard::PooledBackend;
-pub use slots::{Slot, Slots};
+pub use slots::{Slot, Slots, Window};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

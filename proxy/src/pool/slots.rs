@@ -18,6 +18,21 @@ pub struct Slots {
     max_wait_us: AtomicU64,
     /// Moving average of how long a statement holds its slot (µs), for admission control.
     service_us: AtomicU64,
+    /// Since the last `take_window`: statements finished, their summed backend time, and
+    /// the highest queue and slot use seen (what `pool_size = auto` learns from).
+    window_done: AtomicU64,
+    window_busy_us: AtomicU64,
+    window_peak_waiting: AtomicUsize,
+    window_peak_in_use: AtomicU32,
+}
+
+/// What the slots saw since the previous [`Slots::take_window`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    pub completions: u64,
+    pub busy: Duration,
+    pub peak_waiting: usize,
+    pub peak_in_use: u32,
 }
 
 /// One execution slot; returned on drop.
@@ -68,6 +83,10 @@ impl Slots {
             in_use: AtomicU32::new(0),
             max_wait_us: AtomicU64::new(0),
             service_us: AtomicU64::new(0),
+            window_done: AtomicU64::new(0),
+            window_busy_us: AtomicU64::new(0),
+            window_peak_waiting: AtomicUsize::new(0),
+            window_peak_in_use: AtomicU32::new(0),
         })
     }
 
@@ -77,7 +96,9 @@ impl Slots {
         let permit = match self.sem.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(_) => {
-                self.waiting.fetch_add(1, Ordering::Relaxed);
+                let queued = self.waiting.fetch_add(1, Ordering::Relaxed) + 1;
+                self.window_peak_waiting
+                    .fetch_max(queued, Ordering::Relaxed);
                 let _guard = WaitGuard(&self.waiting);
                 match tokio::time::timeout(timeout, self.sem.clone().acquire_owned()).await {
                     Ok(Ok(p)) => p,
@@ -87,7 +108,8 @@ impl Slots {
         };
         let waited = start.elapsed().as_micros() as u64;
         self.max_wait_us.fetch_max(waited, Ordering::Relaxed);
-        self.in_use.fetch_add(1, Ordering::Relaxed);
+        let held = self.in_use.fetch_add(1, Ordering::Relaxed) + 1;
+        self.window_peak_in_use.fetch_max(held, Ordering::Relaxed);
         Ok(Slot {
             permit: Some(permit),
             slots: self.clone(),
@@ -137,6 +159,8 @@ impl Slots {
     /// Feeds the service-time average (weight 1/32 per sample).
     pub fn record_service(&self, d: Duration) {
         let sample = d.as_micros().min(u64::MAX as u128) as u64;
+        self.window_done.fetch_add(1, Ordering::Relaxed);
+        self.window_busy_us.fetch_add(sample, Ordering::Relaxed);
         let _ = self
             .service_us
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |avg| {
@@ -146,6 +170,23 @@ impl Slots {
                     avg - avg / 32 + sample / 32
                 })
             });
+    }
+
+    /// Counters since the last call, reset. Peaks include what is queued and held right now,
+    /// so a tick in which nothing arrived but every slot stayed busy still shows demand.
+    pub fn take_window(&self) -> Window {
+        Window {
+            completions: self.window_done.swap(0, Ordering::Relaxed),
+            busy: Duration::from_micros(self.window_busy_us.swap(0, Ordering::Relaxed)),
+            peak_waiting: self
+                .window_peak_waiting
+                .swap(0, Ordering::Relaxed)
+                .max(self.waiting()),
+            peak_in_use: self
+                .window_peak_in_use
+                .swap(0, Ordering::Relaxed)
+                .max(self.in_use()),
+        }
     }
 
     /// How long a statement arriving now should expect to wait: everyone queued ahead of it
@@ -203,6 +244,27 @@ mod tests {
         let _b = slots.acquire(Duration::from_secs(1)).await.unwrap();
         // Full, nobody queued: one service time shared by two slots.
         assert_eq!(slots.expected_wait(), Duration::from_millis(5));
+    }
+
+    #[tokio::test]
+    async fn windows_count_completions_and_peaks_then_reset() {
+        let slots = Slots::new(1);
+        let held = slots.acquire(Duration::from_secs(1)).await.unwrap();
+        assert!(slots.acquire(Duration::from_millis(5)).await.is_err());
+        slots.record_service(Duration::from_millis(3));
+        slots.record_service(Duration::from_millis(5));
+        let w = slots.take_window();
+        assert_eq!(
+            w,
+            Window {
+                completions: 2,
+                busy: Duration::from_millis(8),
+                peak_waiting: 1,
+                peak_in_use: 1,
+            }
+        );
+        drop(held);
+        assert_eq!(slots.take_window(), Window::default());
     }
 
     #[tokio::test]

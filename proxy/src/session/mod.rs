@@ -350,18 +350,30 @@ impl Session {
             self.reg.info.set_phase(ClientPhase::Waiting);
             self.wait_while_paused(deadline).await?;
             let left = deadline.saturating_duration_since(Instant::now());
+            // The admission estimate can be wrong (a burst right after cheap statements):
+            // a statement admitted under max_queue_wait still never waits longer than it.
+            let shed_after = config.max_queue_wait.filter(|t| *t < left);
             let slot = self
                 .ctx
                 .pool
-                .acquire_slot(left)
+                .acquire_slot(shed_after.unwrap_or(left))
                 .await
-                .map_err(|e| match e {
-                    pool::Error::QueueTimeout { waited, .. } if !self.ctx.pool.backend_up() => self
-                        .pool_error(&pool::Error::BackendDown {
+                .map_err(|e| match (shed_after, &e) {
+                    (_, pool::Error::QueueTimeout { waited, .. }) if !self.ctx.pool.backend_up() => {
+                        self.pool_error(&pool::Error::BackendDown {
                             view: Box::new(self.ctx.pool.outage()),
-                            waited,
-                        }),
-                    e => self.pool_error(&e),
+                            waited: *waited,
+                        })
+                    }
+                    (Some(target), pool::Error::QueueTimeout { queued, .. }) => {
+                        Stats::incr(&self.ctx.stats.shed);
+                        let msg = format!(
+                            "sluice is overloaded: no execution slot within max_queue_wait {} ({queued} statements queued); retry shortly",
+                            fmt_ms(target)
+                        );
+                        ErrPacket::new(9002, "HY000", msg.as_bytes())
+                    }
+                    _ => self.pool_error(&e),
                 })?;
             self.slot = Some(slot);
         }
@@ -384,8 +396,9 @@ impl Session {
     }
 
     /// Latency-target admission (`max_queue_wait`): a statement that would wait longer than
-    /// the target fails fast with a retryable error instead of queueing for seconds. A
-    /// session inside a transaction is never shed (it holds its slot anyway).
+    /// the target fails fast with a retryable error instead of queueing for seconds (and one
+    /// admitted on a wrong estimate fails once it has waited the target, in `acquire_inner`).
+    /// A session inside a transaction is never shed (it holds its slot anyway).
     fn admit(&self, config: &crate::config::Config) -> Result<(), ErrPacket> {
         let Some(target) = config.max_queue_wait else {
             return Ok(());

@@ -363,7 +363,7 @@ async fn sample_max(direct: &mut Conn, tag: &str, window: Duration) -> (u64, u64
 
 /// `clients` sessions looping `SELECT SLEEP(secs) /* tag */` until `stop`; each returns its
 /// error count.
-fn load(
+pub(crate) fn load(
     proxy: &ProxyHandle,
     clients: usize,
     secs: f64,
@@ -400,7 +400,7 @@ fn load(
         .collect()
 }
 
-async fn finish(stop: &AtomicBool, tasks: Vec<tokio::task::JoinHandle<u64>>) -> u64 {
+pub(crate) async fn finish(stop: &AtomicBool, tasks: Vec<tokio::task::JoinHandle<u64>>) -> u64 {
     stop.store(true, Ordering::Relaxed);
     let mut errors = 0;
     for t in tasks {

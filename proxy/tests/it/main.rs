@@ -6,6 +6,8 @@ mod harness;
 mod acceptance;
 mod admin;
 mod backend_tls;
+mod admission;
+mod autosize;
 mod bad_input;
 mod clients;
 mod core;

@@ -1,0 +1,670 @@
+//! The adaptive concurrency limit behind `pool_size = auto`: pure logic, fed one [`Sample`]
+//! per tick (completions and summed backend time), answering with a new limit when it moves.
+//!
+//! The target is the server's throughput knee: the smallest limit whose throughput is within
+//! a few percent of the best, i.e. where Kleinrock's power (throughput / latency) peaks.
+//! Above the knee extra statements only queue inside the server (latency grows, throughput
+//! does not); below it the server idles.
+//!
+//! The limiter is a hill climber that runs controlled experiments, in the spirit of BBR's
+//! probing and Vegas' "compare against what the path did a moment ago":
+//! * **Hold**: measure throughput X and mean backend time R at the current limit.
+//! * **Probe up** by `step`: after one settling tick, measure again. Keep the new limit only if
+//!   X grew by at least `gain_up` (else back off: the extra slots only added latency). Each
+//!   accepted step doubles the next one (slow start), so a cold pool reaches the knee in a
+//!   few probes.
+//! * **Probe down** by `step`: keep the smaller limit if X fell by at most `loss_down` (the
+//!   same work with less queueing, so the power went up), else restore.
+//!
+//! Up and down probes alternate after every hold, so the limit keeps re-finding the knee as
+//! the load or the server's capacity change. A sharp slowdown at an unchanged limit (the
+//! server lost CPUs) skips the hold and probes down at once. Comparisons are always between
+//! two adjacent measurements, so slow drift in the load does not accumulate; the asymmetric
+//! thresholds are the hysteresis. A difference within twice the measurements' standard error
+//! (from the spread of the per-tick rates) is treated as no difference, and without evidence
+//! the smaller limit wins, so a noisy host makes the limiter conservative, not erratic.
+//! Without demand (nobody queued and a slot spare) there is
+//! nothing to learn: the limiter holds and reports idle.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why the limit last changed (labels of the `sluice_pool_limit_changes_total` counter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LimitReason {
+    /// Started at `min_pool_size`, or `auto` was switched on.
+    Start,
+    /// Trying a larger limit.
+    ProbeUp,
+    /// Trying a smaller limit (periodic, or because the server slowed down).
+    ProbeDown,
+    /// An up probe added latency without throughput: back to the previous limit.
+    BackOff,
+    /// A down probe cost throughput: back to the previous limit.
+    Restore,
+    /// `min_pool_size`, `max_pool_size` or `max_backend_connections` changed.
+    Bounds,
+}
+
+impl LimitReason {
+    pub const ALL: &'static [LimitReason] = &[
+        LimitReason::Start,
+        LimitReason::ProbeUp,
+        LimitReason::ProbeDown,
+        LimitReason::BackOff,
+        LimitReason::Restore,
+        LimitReason::Bounds,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            LimitReason::Start => "start",
+            LimitReason::ProbeUp => "probe_up",
+            LimitReason::ProbeDown => "probe_down",
+            LimitReason::BackOff => "back_off",
+            LimitReason::Restore => "restore",
+            LimitReason::Bounds => "bounds",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What one tick saw at the slots.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sample {
+    /// Wall time the tick covered.
+    pub elapsed: Duration,
+    /// Statements that finished on the backend.
+    pub completions: u64,
+    /// Their summed backend time (slot hold time per statement).
+    pub busy: Duration,
+    /// Someone queued for a slot, or every slot was taken, at some point in the tick.
+    pub demand: bool,
+}
+
+/// Knobs of the search; the defaults suit 250 ms ticks.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// Ticks ignored after a change, while statements admitted under the old limit finish.
+    pub settle_ticks: u32,
+    /// Ticks per measurement (more when too few statements finished).
+    pub measure_ticks: u32,
+    /// Ticks measured at a limit before the next probe.
+    pub hold_ticks: u32,
+    /// A measurement needs at least this many completions (up to `max_measure_ticks`).
+    pub min_completions: u64,
+    pub max_measure_ticks: u32,
+    /// An up probe must raise throughput by this fraction to be kept.
+    pub gain_up: f64,
+    /// A down probe may lower throughput by at most this fraction to be kept.
+    pub loss_down: f64,
+    /// Latency up by this fraction with throughput down by half of it, at the same limit,
+    /// means the server slowed: probe down without waiting.
+    pub slowdown: f64,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            settle_ticks: 1,
+            measure_ticks: 3,
+            hold_ticks: 4,
+            min_completions: 40,
+            max_measure_ticks: 16,
+            gain_up: 0.04,
+            loss_down: 0.03,
+            slowdown: 0.25,
+        }
+    }
+}
+
+/// A limit change: the new value, why, and the operator-facing explanation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    pub limit: u32,
+    pub reason: LimitReason,
+    pub detail: String,
+}
+
+/// Throughput and mean backend time over a measurement.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Measure {
+    /// Statements per second.
+    x: f64,
+    /// Mean backend seconds per statement.
+    r: f64,
+    /// Relative standard error of `x`, from the spread of the per-tick rates.
+    noise: f64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Acc {
+    ticks: u32,
+    completions: u64,
+    busy_s: f64,
+    elapsed_s: f64,
+    /// Sum and sum of squares of the per-tick rates.
+    rate_sum: f64,
+    rate_sq: f64,
+}
+
+impl Acc {
+    fn add(&mut self, s: &Sample) {
+        self.ticks += 1;
+        self.completions += s.completions;
+        self.busy_s += s.busy.as_secs_f64();
+        self.elapsed_s += s.elapsed.as_secs_f64();
+        let secs = s.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            let rate = s.completions as f64 / secs;
+            self.rate_sum += rate;
+            self.rate_sq += rate * rate;
+        }
+    }
+
+    fn noise(&self) -> f64 {
+        let n = f64::from(self.ticks);
+        if n < 2.0 || self.rate_sum <= 0.0 {
+            return 0.0;
+        }
+        let mean = self.rate_sum / n;
+        let var = ((self.rate_sq - n * mean * mean) / (n - 1.0)).max(0.0);
+        (var / n).sqrt() / mean
+    }
+
+    /// `Some` once the measurement is long and large enough.
+    fn ready(&self, t: &Tuning, ticks: u32) -> Option<Measure> {
+        let enough = self.completions >= t.min_completions || self.ticks >= t.max_measure_ticks;
+        if self.ticks < ticks || !enough || self.completions == 0 || self.elapsed_s <= 0.0 {
+            return None;
+        }
+        Some(Measure {
+            x: self.completions as f64 / self.elapsed_s,
+            r: self.busy_s / self.completions as f64,
+            noise: self.noise(),
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dir {
+    Up,
+    Down,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Phase {
+    /// Waiting out `left` ticks after a change, then holding.
+    Settle { left: u32 },
+    /// Measuring the current limit.
+    Hold { acc: Acc },
+    /// Trying `limit` (moved from `from`), compared against `base` measured at `from`.
+    Probe {
+        dir: Dir,
+        from: u32,
+        base: Measure,
+        settle: u32,
+        acc: Acc,
+    },
+}
+
+/// The limiter's state. `observe` once per tick.
+#[derive(Clone, Debug)]
+pub struct Limiter {
+    min: u32,
+    max: u32,
+    limit: u32,
+    tuning: Tuning,
+    phase: Phase,
+    next: Dir,
+    step: u32,
+    /// The last hold measurement and the limit it was taken at (slowdown detection).
+    last_hold: Option<(u32, Measure)>,
+    idle: bool,
+    status: String,
+}
+
+fn pct(f: f64) -> String {
+    format!("{:+.0}%", f * 100.0)
+}
+
+impl Limiter {
+    /// Starts at `start` clamped into `[min, max]`.
+    pub fn new(min: u32, max: u32, start: u32, tuning: Tuning) -> Limiter {
+        let max = max.max(min).max(1);
+        let min = min.clamp(1, max);
+        let limit = start.clamp(min, max);
+        Limiter {
+            min,
+            max,
+            limit,
+            tuning,
+            phase: Phase::Hold {
+                acc: Acc::default(),
+            },
+            next: Dir::Up,
+            step: 1,
+            last_hold: None,
+            idle: false,
+            status: format!("start at {limit}"),
+        }
+    }
+
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// What the limiter is doing, in an operator's words ("probe up: throughput +12% ...").
+    pub fn status(&self) -> &str {
+        &self.status
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.idle
+    }
+
+    /// New bounds (a config change). Clamps the limit and starts measuring afresh.
+    pub fn set_bounds(&mut self, min: u32, max: u32) -> Option<Change> {
+        let max = max.max(min).max(1);
+        let min = min.clamp(1, max);
+        if (min, max) == (self.min, self.max) {
+            return None;
+        }
+        self.min = min;
+        self.max = max;
+        let clamped = self.limit.clamp(min, max);
+        self.step = 1;
+        self.phase = Phase::Settle {
+            left: self.tuning.settle_ticks,
+        };
+        if clamped == self.limit {
+            return None;
+        }
+        let detail = format!("bounds now {min}..{max}: {} -> {clamped}", self.limit);
+        Some(self.set(clamped, LimitReason::Bounds, detail))
+    }
+
+    fn set(&mut self, limit: u32, reason: LimitReason, detail: String) -> Change {
+        self.limit = limit;
+        self.status = detail.clone();
+        Change {
+            limit,
+            reason,
+            detail,
+        }
+    }
+
+    /// Feeds one tick; `Some` when the limit changes.
+    pub fn observe(&mut self, s: Sample) -> Option<Change> {
+        if !s.demand {
+            // Nothing waits: any limit would do, and nothing can be learnt. A probe in
+            // progress is abandoned where it stands (it was never a bottleneck).
+            if !self.idle {
+                self.idle = true;
+                self.status = format!("idle: no statement queued, holding at {}", self.limit);
+            }
+            self.phase = Phase::Hold {
+                acc: Acc::default(),
+            };
+            return None;
+        }
+        if self.idle {
+            self.idle = false;
+            self.status = format!("demand again: measuring at {}", self.limit);
+            self.step = 1;
+        }
+        let t = self.tuning;
+        match self.phase {
+            Phase::Settle { left } => {
+                self.phase = if left <= 1 {
+                    Phase::Hold {
+                        acc: Acc::default(),
+                    }
+                } else {
+                    Phase::Settle { left: left - 1 }
+                };
+                None
+            }
+            Phase::Hold { mut acc } => {
+                acc.add(&s);
+                let Some(m) = acc.ready(&t, t.hold_ticks) else {
+                    self.phase = Phase::Hold { acc };
+                    return None;
+                };
+                let slowed = self
+                    .last_hold
+                    .filter(|(l, _)| *l == self.limit)
+                    .map(|(_, b)| b);
+                self.last_hold = Some((self.limit, m));
+                let dir = match slowed {
+                    Some(b)
+                        if m.r > b.r * (1.0 + t.slowdown)
+                            && m.x < b.x * (1.0 - t.slowdown / 2.0) =>
+                    {
+                        self.step = 1;
+                        Dir::Down
+                    }
+                    _ => self.next,
+                };
+                self.start_probe(dir, m)
+            }
+            Phase::Probe {
+                dir,
+                from,
+                base,
+                settle,
+                mut acc,
+            } => {
+                if settle > 0 {
+                    self.phase = Phase::Probe {
+                        dir,
+                        from,
+                        base,
+                        settle: settle - 1,
+                        acc,
+                    };
+                    return None;
+                }
+                acc.add(&s);
+                let Some(m) = acc.ready(&t, t.measure_ticks) else {
+                    self.phase = Phase::Probe {
+                        dir,
+                        from,
+                        base,
+                        settle,
+                        acc,
+                    };
+                    return None;
+                };
+                self.judge(dir, from, base, m)
+            }
+        }
+    }
+
+    /// Moves the limit one step in `dir` (the other way at a bound), or holds again when
+    /// `min == max`.
+    fn start_probe(&mut self, dir: Dir, base: Measure) -> Option<Change> {
+        let dir = match dir {
+            Dir::Up if self.limit >= self.max => Dir::Down,
+            Dir::Down if self.limit <= self.min => Dir::Up,
+            d => d,
+        };
+        let to = match dir {
+            Dir::Up => self.limit.saturating_add(self.step).min(self.max),
+            Dir::Down => self.limit.saturating_sub(self.step).max(self.min),
+        };
+        if to == self.limit {
+            self.phase = Phase::Hold {
+                acc: Acc::default(),
+            };
+            return None;
+        }
+        let from = self.limit;
+        self.phase = Phase::Probe {
+            dir,
+            from,
+            base,
+            settle: self.tuning.settle_ticks,
+            acc: Acc::default(),
+        };
+        let (reason, word) = match dir {
+            Dir::Up => (LimitReason::ProbeUp, "up"),
+            Dir::Down => (LimitReason::ProbeDown, "down"),
+        };
+        let detail = format!(
+            "probing {word}: {from} -> {to} (at {from}: {:.0} stmt/s, {:.1} ms backend time)",
+            base.x,
+            base.r * 1e3
+        );
+        Some(self.set(to, reason, detail))
+    }
+
+    /// Keeps or reverts a probe that measured `m` against `base`.
+    fn judge(&mut self, dir: Dir, from: u32, base: Measure, m: Measure) -> Option<Change> {
+        let t = self.tuning;
+        let gain = m.x / base.x - 1.0;
+        let latency = m.r / base.r - 1.0;
+        let to = self.limit;
+        // On a busy host the throughput swings; a difference smaller than twice the combined
+        // standard error is no evidence. Without evidence the smaller limit wins: an up probe
+        // must show a clear gain, a down probe is undone only by a clear loss.
+        let noise = 2.0 * (base.noise.powi(2) + m.noise.powi(2)).sqrt();
+        let kept = match dir {
+            Dir::Up => gain >= t.gain_up.max(noise),
+            Dir::Down => gain >= -t.loss_down.max(noise),
+        };
+        if kept {
+            let word = if dir == Dir::Up { "up" } else { "down" };
+            self.status = format!(
+                "probe {word}: throughput {} latency {} ({from} -> {to}), kept",
+                pct(gain),
+                pct(latency)
+            );
+            // Keep going the same way with a bigger stride: the knee is further along.
+            self.step = self.step.saturating_mul(2).min((to / 2).max(1));
+            self.next = dir;
+            self.last_hold = Some((to, m));
+            return self.start_probe(dir, m);
+        }
+        self.step = 1;
+        self.phase = Phase::Settle {
+            left: self.tuning.settle_ticks,
+        };
+        let (reason, detail) = match dir {
+            Dir::Up => {
+                self.next = Dir::Down;
+                let band = t.gain_up.max(noise) * 100.0;
+                let what = if latency > 0.0 {
+                    format!(
+                        "latency {} for throughput {} (needs > +{band:.0}%)",
+                        pct(latency),
+                        pct(gain)
+                    )
+                } else {
+                    format!("throughput only {} (needs > +{band:.0}%)", pct(gain))
+                };
+                (
+                    LimitReason::BackOff,
+                    format!("back off: {what}, {to} -> {from}"),
+                )
+            }
+            Dir::Down => {
+                self.next = Dir::Up;
+                (
+                    LimitReason::Restore,
+                    format!(
+                        "restore: throughput {} at {to} (beyond -{:.0}%), {to} -> {from}",
+                        pct(gain),
+                        t.loss_down.max(noise) * 100.0
+                    ),
+                )
+            }
+        };
+        Some(self.set(from, reason, detail))
+    }
+}
+
+impl fmt::Display for LimitReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server with `cores` CPUs, `service` seconds per statement alone: throughput grows
+    /// linearly up to the cores, then stays flat while latency grows (a hard knee), with a
+    /// small deterministic noise.
+    struct Server {
+        cores: f64,
+        service: f64,
+        noise: u64,
+    }
+
+    impl Server {
+        fn tick(&mut self, limit: u32) -> Sample {
+            self.noise = self
+                .noise
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let jitter = 1.0 + ((self.noise >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 0.04;
+            let l = f64::from(limit);
+            let x = l.min(self.cores) / self.service * jitter;
+            let r = self.service * (l / self.cores).max(1.0);
+            let completions = (x * 0.25).round() as u64;
+            Sample {
+                elapsed: Duration::from_millis(250),
+                completions,
+                busy: Duration::from_secs_f64(r * completions as f64),
+                demand: true,
+            }
+        }
+    }
+
+    fn run(l: &mut Limiter, s: &mut Server, ticks: usize) -> Vec<u32> {
+        (0..ticks)
+            .map(|_| {
+                let sample = s.tick(l.limit());
+                l.observe(sample);
+                assert!(l.limit() >= l.min && l.limit() <= l.max);
+                l.limit()
+            })
+            .collect()
+    }
+
+    fn mean(v: &[u32]) -> f64 {
+        v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64
+    }
+
+    #[test]
+    fn converges_to_the_knee_from_below() {
+        let mut s = Server {
+            cores: 6.0,
+            service: 0.004,
+            noise: 1,
+        };
+        let mut l = Limiter::new(1, 64, 1, Tuning::default());
+        let trace = run(&mut l, &mut s, 200);
+        // Reaches the knee quickly (40 ticks = 10 s at 250 ms)...
+        let first = trace.iter().position(|&x| x >= 6).unwrap();
+        assert!(first < 40, "reached 6 after {first} ticks: {trace:?}");
+        // ...and stays around it: probes make it wander by a step at most.
+        let tail = &trace[100..];
+        let m = mean(tail);
+        assert!((5.5..=7.5).contains(&m), "mean {m}: {tail:?}");
+        assert!(tail.iter().all(|&x| (4..=10).contains(&x)), "{tail:?}");
+    }
+
+    #[test]
+    fn comes_down_from_an_oversized_start() {
+        let mut s = Server {
+            cores: 4.0,
+            service: 0.005,
+            noise: 7,
+        };
+        let mut l = Limiter::new(1, 64, 40, Tuning::default());
+        let trace = run(&mut l, &mut s, 400);
+        let m = mean(&trace[300..]);
+        assert!((3.5..=6.0).contains(&m), "mean {m}: {trace:?}");
+    }
+
+    #[test]
+    fn follows_when_the_server_loses_capacity_and_gets_it_back() {
+        let mut s = Server {
+            cores: 8.0,
+            service: 0.004,
+            noise: 3,
+        };
+        let mut l = Limiter::new(1, 64, 1, Tuning::default());
+        run(&mut l, &mut s, 160);
+        assert!(l.limit() >= 7, "{}", l.limit());
+        // Half the CPUs gone: the limit follows within 40 ticks (10 s).
+        s.cores = 2.0;
+        let trace = run(&mut l, &mut s, 120);
+        let followed = trace.iter().position(|&x| x <= 3).unwrap();
+        assert!(followed < 40, "took {followed} ticks: {trace:?}");
+        let m = mean(&trace[60..]);
+        assert!((1.8..=3.5).contains(&m), "mean {m}: {trace:?}");
+        // And back up when capacity returns.
+        s.cores = 8.0;
+        let trace = run(&mut l, &mut s, 160);
+        let m = mean(&trace[80..]);
+        assert!((6.5..=10.0).contains(&m), "mean {m}: {trace:?}");
+    }
+
+    #[test]
+    fn respects_bounds() {
+        let mut s = Server {
+            cores: 32.0,
+            service: 0.002,
+            noise: 5,
+        };
+        let mut l = Limiter::new(3, 5, 1, Tuning::default());
+        assert_eq!(l.limit(), 3);
+        let trace = run(&mut l, &mut s, 100);
+        assert!(trace.iter().all(|&x| (3..=5).contains(&x)));
+        // At the ceiling, with only the periodic down probes below it.
+        assert!(mean(&trace[50..]) > 4.5, "{trace:?}");
+        // Tighter bounds clamp at once and say why.
+        while l.limit() != 5 {
+            let sample = s.tick(l.limit());
+            l.observe(sample);
+        }
+        let c = l.set_bounds(2, 4).unwrap();
+        assert_eq!((c.limit, c.reason), (4, LimitReason::Bounds));
+        // A server slower than the floor: the limit stays at min.
+        s.cores = 1.0;
+        let trace = run(&mut l, &mut s, 200);
+        assert!(trace.iter().all(|&x| (2..=4).contains(&x)));
+        assert!(mean(&trace[100..]) < 3.0);
+    }
+
+    #[test]
+    fn holds_when_idle() {
+        let mut l = Limiter::new(1, 64, 4, Tuning::default());
+        for _ in 0..200 {
+            let change = l.observe(Sample {
+                elapsed: Duration::from_millis(250),
+                completions: 30,
+                busy: Duration::from_millis(60),
+                demand: false,
+            });
+            assert_eq!(change, None);
+        }
+        assert_eq!(l.limit(), 4);
+        assert!(l.is_idle());
+        assert!(l.status().starts_with("idle"), "{}", l.status());
+    }
+
+    #[test]
+    fn every_change_says_why() {
+        let mut s = Server {
+            cores: 4.0,
+            service: 0.004,
+            noise: 9,
+        };
+        let mut l = Limiter::new(1, 64, 1, Tuning::default());
+        let mut reasons = std::collections::HashSet::new();
+        for _ in 0..200 {
+            let sample = s.tick(l.limit());
+            if let Some(c) = l.observe(sample) {
+                assert_eq!(c.limit, l.limit());
+                assert!(!c.detail.is_empty());
+                reasons.insert(c.reason);
+            }
+        }
+        for r in [
+            LimitReason::ProbeUp,
+            LimitReason::ProbeDown,
+            LimitReason::BackOff,
+            LimitReason::Restore,
+        ] {
+            assert!(reasons.contains(&r), "{r} never happened: {reasons:?}");
+        }
+    }
+}
