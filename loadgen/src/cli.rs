@@ -50,6 +50,10 @@ pub enum Command {
     /// Experiment F: CLIENT_THREADS closed-loop clients plus a Poisson stream at 1.5x the
     /// peak: direct, sluice with an unbounded queue, sluice with max_queue_wait.
     Admission,
+    /// Experiment S: the knee workload as SQL text and as prepared statements, directly and
+    /// through sluice (CLIENT_THREADS clients over P=4), with and without per-client session
+    /// variables; counts the replays sluice needed.
+    Sessions,
     /// Create and seed `reads_test`, then exit (keeps nothing running).
     Seed,
 }
@@ -69,6 +73,7 @@ impl Command {
             Command::Idle => "idle",
             Command::Adaptive => "adaptive",
             Command::Admission => "admission",
+            Command::Sessions => "sessions",
             Command::Seed => "seed",
         }
     }

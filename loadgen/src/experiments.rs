@@ -26,6 +26,11 @@ const IDLE_MIXES: [Mix; 2] = [Mix::Knee, Mix::PointSelect];
 
 /// Serial queries in the calibration (the issue asks for at least 500).
 const CALIBRATION_QUERIES: u64 = 500;
+/// Levels of experiment S (none without the in-process proxy).
+#[cfg(feature = "proxy")]
+const SESSION_LEVELS: usize = crate::sessions::LEVELS;
+#[cfg(not(feature = "proxy"))]
+const SESSION_LEVELS: usize = 0;
 
 /// Shared state of one run's experiments.
 pub struct Run<'a> {
@@ -52,7 +57,11 @@ pub fn planned(s: &Settings) -> Duration {
     let per = s.warmup + s.window;
     let levels = match s.command {
         Command::Bench { .. } => {
-            s.conc_levels.len() + 3 * s.pool_sizes.len() + 2 * s.open_fractions.len() + 3
+            s.conc_levels.len()
+                + 3 * s.pool_sizes.len()
+                + 2 * s.open_fractions.len()
+                + 3
+                + SESSION_LEVELS
         }
         Command::Adaptive => s.pool_sizes.len(),
         Command::Admission => 3 + 4,
@@ -61,6 +70,7 @@ pub fn planned(s: &Settings) -> Duration {
         Command::Open => 2 * s.open_fractions.len() + 4,
         Command::Overhead => 4,
         Command::Idle => 2 * IDLE_MIXES.len() * IDLE_LEVELS.len(),
+        Command::Sessions => SESSION_LEVELS,
         Command::Calibrate | Command::Seed => 0,
     };
     let auto = match s.command {
@@ -112,6 +122,7 @@ impl Run<'_> {
             Command::Proxy => self.proxy().await?,
             Command::Overhead => self.overhead().await?,
             Command::Idle => self.idle().await?,
+            Command::Sessions => self.sessions().await?,
             Command::Adaptive => {
                 self.calibrate().await?;
                 self.adaptive().await?;
@@ -126,6 +137,7 @@ impl Run<'_> {
                 self.pool().await?;
                 self.open_loop().await?;
                 self.proxy().await?;
+                self.sessions().await?;
                 self.adaptive().await?;
                 self.admission().await?;
             }
@@ -139,6 +151,8 @@ impl Run<'_> {
             workload,
             seed: self.s.seed,
             completed: None,
+            prepared: false,
+            session_setup: false,
         })
     }
 
@@ -534,6 +548,13 @@ impl Run<'_> {
                 self.report.meta(key, format!("{v:.4}"));
             }
         }
+        Ok(())
+    }
+
+    #[cfg(not(feature = "proxy"))]
+    async fn sessions(&mut self) -> Result<()> {
+        self.progress
+            .log("experiment S skipped: loadgen was built without the `proxy` feature");
         Ok(())
     }
 

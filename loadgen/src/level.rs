@@ -22,7 +22,7 @@ use tokio::time::sleep_until;
 
 use crate::resources::{rss_mib, CpuSample};
 use crate::stats;
-use crate::workload::{connect, Workload};
+use crate::workload::{connect, Stmt, Workload};
 
 /// How clients reach the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +88,11 @@ pub struct LevelCtx {
     pub seed: u64,
     /// Bumped on every answered query, for timelines sampled while the level runs.
     pub completed: Option<Arc<AtomicU64>>,
+    /// Send the workload as prepared statements (binary protocol) instead of SQL text.
+    pub prepared: bool,
+    /// Each client first sets session state of its own (`SET NAMES utf8mb4` and one of four
+    /// time zones), as real applications do, so a pooler must carry it between backends.
+    pub session_setup: bool,
 }
 
 /// A closed-loop client whose statement was shed (sluice's ERR 9002) waits this long before
@@ -182,9 +187,9 @@ enum Lane {
 impl Lane {
     /// Runs one query: `Some(answer)`, or `None` still waiting for a pooled connection when the window closed (given up: it
     /// is reported as unfinished, and running it would only delay the next level).
-    async fn run(&mut self, sql: &str, opts: &Opts, close: Instant) -> Option<Answer> {
+    async fn run(&mut self, stmt: &Stmt, opts: &Opts, close: Instant) -> Option<Answer> {
         match self {
-            Lane::Own(slot) => Some(run_on(slot, sql, opts).await),
+            Lane::Own(slot) => Some(run_on(slot, stmt, opts).await),
             Lane::Shared(pool) => {
                 // tokio's Semaphore is FIFO: the longest waiter gets the next connection.
                 let permit = tokio::select! {
@@ -192,7 +197,7 @@ impl Lane {
                     _ = sleep_until(close.into()) => return None,
                 };
                 let mut slot = pool.idle.lock().ok().and_then(|mut v| v.pop()).flatten();
-                let ok = run_on(&mut slot, sql, opts).await;
+                let ok = run_on(&mut slot, stmt, opts).await;
                 if let Ok(mut idle) = pool.idle.lock() {
                     idle.push(slot);
                 }
@@ -203,7 +208,7 @@ impl Lane {
     }
 }
 
-async fn run_on(slot: &mut Option<Conn>, sql: &str, opts: &Opts) -> Answer {
+async fn run_on(slot: &mut Option<Conn>, stmt: &Stmt, opts: &Opts) -> Answer {
     if slot.is_none() {
         match connect(opts).await {
             Ok(c) => *slot = Some(c),
@@ -216,7 +221,11 @@ async fn run_on(slot: &mut Option<Conn>, sql: &str, opts: &Opts) -> Answer {
     let Some(conn) = slot.as_mut() else {
         return Answer::Failed;
     };
-    match conn.query_drop(sql).await {
+    let result = match stmt {
+        Stmt::Text(sql) => conn.query_drop(sql).await,
+        Stmt::Prepared(sql, params) => conn.exec_drop(*sql, params.clone()).await,
+    };
+    match result {
         Ok(()) => Answer::Ok,
         Err(mysql_async::Error::Server(e)) if e.code == ER_SHED => Answer::Shed,
         Err(mysql_async::Error::Server(_)) => Answer::Failed,
@@ -273,6 +282,14 @@ async fn client_task(
         lane: Lane::Own(None),
         open: false,
     };
+    if ctx.session_setup {
+        if let Lane::Own(Some(conn)) = &mut lane {
+            let set = format!("SET NAMES utf8mb4, time_zone = '+0{}:00'", id % 4);
+            if conn.query_drop(set).await.is_err() {
+                out.errors += 1;
+            }
+        }
+    }
     let mut next = match per_client_rate {
         Some(rate) => clock.base + exp_interval(&mut rng, rate),
         None => clock.base,
@@ -298,11 +315,12 @@ async fn client_task(
                 due
             }
         };
-        let sql = match &ctx.workload {
-            Some(w) => w.query(&mut rng),
-            None => "SELECT 1".to_string(),
+        let stmt = match &ctx.workload {
+            Some(w) if ctx.prepared => w.prepared(&mut rng),
+            Some(w) => Stmt::Text(w.query(&mut rng)),
+            None => Stmt::Text("SELECT 1".to_string()),
         };
-        let ok = lane.run(&sql, &ctx.load, clock.t1).await;
+        let ok = lane.run(&stmt, &ctx.load, clock.t1).await;
         let end = Instant::now();
         if end > clock.t1 || ok.is_none() {
             out.unfinished_us
@@ -582,8 +600,9 @@ pub async fn run_level(
         loadgen_cpu_us_per_query: per_query_us(loadgen_ns),
         loadgen_cpu_pct: loadgen_ns as f64 / 1e9 / window_s * 100.0,
         loadgen_rss_mib: rss,
-        proxy_cpu_us_per_query: matches!(spec.target, "proxy" | "relay")
-            .then(|| per_query_us(proxy_ns)),
+        proxy_cpu_us_per_query: (matches!(spec.target, "proxy" | "relay")
+            || spec.target.starts_with("sluice"))
+        .then(|| per_query_us(proxy_ns)),
         idle_conns: spec.idle_conns,
         workload: match &ctx.workload {
             Some(w) => w.mix.label().to_string(),

@@ -22,6 +22,8 @@ mod proxy_mode;
 mod relay_floor;
 mod report;
 mod resources;
+#[cfg(feature = "proxy")]
+mod sessions;
 mod settings;
 mod stats;
 mod workload;

@@ -21,6 +21,18 @@ const VAL_FLOOR_MAX: u32 = 1000;
 /// Rows per INSERT statement while seeding (about 0.6 MB of SQL each).
 const SEED_BATCH: u32 = 5000;
 
+/// The point-select mix's shapes, for the binary protocol.
+const POINT_SHAPE: &str = "SELECT id, val FROM reads_test WHERE id = ?";
+const RANGE_SHAPE: &str = "SELECT id, val FROM reads_test WHERE id BETWEEN ? AND ?";
+
+/// One statement to send: SQL text with literals (COM_QUERY), or a shape and its
+/// parameters (COM_STMT_PREPARE once per connection, then COM_STMT_EXECUTE).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stmt {
+    Text(String),
+    Prepared(&'static str, Vec<mysql_async::Value>),
+}
+
 /// Which statements a workload sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mix {
@@ -69,12 +81,36 @@ impl Workload {
         }
     }
 
-    /// A query over a random window of `scan_w` ids.
-    fn knee(&self, rng: &mut impl Rng) -> String {
+    /// The next statement as a prepared statement (binary protocol): the same shapes and
+    /// parameter draws as [`Workload::query`], with `?` placeholders.
+    pub fn prepared(&self, rng: &mut impl Rng) -> Stmt {
+        match self.mix {
+            Mix::Knee => {
+                let (lo, hi, floor) = self.knee_params(rng);
+                Stmt::Prepared(QUERY_SHAPE, vec![lo.into(), hi.into(), floor.into()])
+            }
+            Mix::PointSelect => {
+                let id = rng.gen_range(1..=self.rows);
+                if rng.gen_range(0..10) == 0 {
+                    let hi = (id + 9).min(self.rows);
+                    Stmt::Prepared(RANGE_SHAPE, vec![id.into(), hi.into()])
+                } else {
+                    Stmt::Prepared(POINT_SHAPE, vec![id.into()])
+                }
+            }
+        }
+    }
+
+    /// `(lo, hi, floor)` of a knee query over a random window of `scan_w` ids.
+    fn knee_params(&self, rng: &mut impl Rng) -> (u32, u32, u32) {
         let last_start = self.rows.saturating_sub(self.scan_w) + 1;
         let lo = rng.gen_range(1..=last_start);
-        let hi = lo + self.scan_w - 1;
-        let floor = rng.gen_range(0..VAL_FLOOR_MAX);
+        (lo, lo + self.scan_w - 1, rng.gen_range(0..VAL_FLOOR_MAX))
+    }
+
+    /// A query over a random window of `scan_w` ids.
+    fn knee(&self, rng: &mut impl Rng) -> String {
+        let (lo, hi, floor) = self.knee_params(rng);
         format!(
             "SELECT id, val FROM reads_test WHERE id BETWEEN {lo} AND {hi} \
              AND val >= {floor} ORDER BY val DESC LIMIT 50"

@@ -61,10 +61,12 @@ const COLUMNS: &[&str] = &[
 /// Columns that may be empty, and when.
 fn may_be_empty(col: &str, row: &HashMap<String, String>) -> bool {
     match col {
-        "pool_size" => row["target"] == "direct" || row["pool_mode"] == "auto",
+        "pool_size" => row["target"].starts_with("direct") || row["pool_mode"] == "auto",
         "rate_fraction" => row["arrival"] != "open",
         "offered_qps" => row["arrival"] == "closed",
-        "proxy_cpu_us_per_query" | "pool_mode" => row["target"] != "proxy",
+        "proxy_cpu_us_per_query" | "pool_mode" => {
+            row["target"] != "proxy" && !row["target"].starts_with("sluice")
+        }
         "idle_conns" => row["experiment"] != "D",
         "open_clients" | "p99_closed_ms" | "p99_open_ms" => row["experiment"] != "F",
         // Only the admission-control row of F has a target.
@@ -262,6 +264,37 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
             assert!(num(r, "attempts") >= num(r, "queries") + num(r, "shed"));
         }
         svgs.push("expE_adaptive.svg");
+        // Experiment S: text and prepared, direct and through sluice, with session state.
+        let sx = read_csv(&dir.join("expS_sessions.csv"));
+        check_rows("S", &sx, 6);
+        let targets: Vec<&str> = sx.iter().map(|r| r["target"].as_str()).collect();
+        assert_eq!(
+            targets,
+            [
+                "direct-text",
+                "direct-prepared",
+                "sluice-text",
+                "sluice-prepared",
+                "sluice-text+set",
+                "sluice-prepared+set"
+            ]
+        );
+        for r in &sx {
+            assert_eq!(num(r, "errors"), 0.0, "{r:?}");
+            assert!(num(r, "queries") > 0.0, "{r:?}");
+        }
+        let meta = std::fs::read_to_string(dir.join("run_metadata.csv")).expect("metadata");
+        for key in [
+            "sessions_sluice-prepared+set_replays_per_statement",
+            "sessions_sluice-prepared+set_pins",
+        ] {
+            assert!(meta.contains(key), "{key} missing from run_metadata.csv");
+        }
+        assert!(
+            meta.lines()
+                .any(|l| l.starts_with("sessions_sluice-prepared+set_pins,0")),
+            "session variables and prepared statements must not pin"
+        );
     }
     for svg in svgs {
         let text = std::fs::read_to_string(dir.join(svg)).unwrap_or_else(|e| panic!("{svg}: {e}"));

@@ -21,6 +21,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("D", "expD_idle.csv"),
     ("E", "expE_adaptive.csv"),
     ("F", "expF_admission.csv"),
+    ("S", "expS_sessions.csv"),
 ];
 
 /// Experiment E: one sample of a configuration's run, every 250 ms.

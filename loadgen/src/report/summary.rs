@@ -244,6 +244,48 @@ pub fn render(rep: &Report) -> String {
         }
     }
 
+    let sx = rep.rows_of("S");
+    if !sx.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nExperiment S: the knee query as SQL text and as prepared statements, directly over P \
+             connections and through sluice; `+set` clients first set their own time zone and NAMES"
+        );
+        table(&mut out, &sx, "target", |r| r.target.clone());
+        let meta = |k: String| {
+            rep.meta
+                .iter()
+                .find(|(key, _)| *key == k)
+                .map(|(_, v)| v.clone())
+        };
+        for r in sx.iter().filter(|r| r.target.starts_with("sluice")) {
+            let get = |what: &str| meta(format!("sessions_{}_{what}", r.target));
+            if let (Some(ratio), Some(replays), Some(pins), Some(opened)) = (
+                get("replays_per_statement"),
+                get("replays"),
+                get("pins"),
+                get("backends_opened"),
+            ) {
+                let _ = writeln!(
+                    out,
+                    "  {}: {replays} replays ({ratio} per statement), {pins} pins, {opened} backend connections opened",
+                    r.target
+                );
+            }
+        }
+        let qps = |t: &str| sx.iter().find(|r| r.target == t).map(|r| r.qps);
+        for (a, b) in [
+            ("sluice-text", "direct-text"),
+            ("sluice-prepared", "direct-prepared"),
+            ("sluice-prepared", "sluice-text"),
+            ("sluice-prepared+set", "sluice-prepared"),
+        ] {
+            if let (Some(x), Some(y)) = (qps(a), qps(b)) {
+                let _ = writeln!(out, "  QPS {a} / {b}: {:.3}", ratio(x, y));
+            }
+        }
+    }
+
     let d = rep.rows_of("D");
     if !d.is_empty() {
         let _ = writeln!(

@@ -5,9 +5,9 @@ mod harness;
 
 mod acceptance;
 mod admin;
-mod backend_tls;
 mod admission;
 mod autosize;
+mod backend_tls;
 mod bad_input;
 mod clients;
 mod core;
