@@ -108,6 +108,9 @@ pub struct Config {
     pub max_queue_wait: Option<Duration>,
     pub connect_timeout: Duration,
     pub client_login_timeout: Duration,
+    /// Failed logins per address before the backoff starts (0: off).
+    pub auth_failure_threshold: u32,
+    pub auth_failure_max_delay: Duration,
     pub client_write_timeout: Duration,
     pub shutdown_timeout: Duration,
     pub max_allowed_packet: u32,
@@ -303,6 +306,8 @@ impl Config {
             max_queue_wait: None,
             connect_timeout: Duration::ZERO,
             client_login_timeout: Duration::ZERO,
+            auth_failure_threshold: 0,
+            auth_failure_max_delay: Duration::ZERO,
             client_write_timeout: Duration::ZERO,
             shutdown_timeout: Duration::ZERO,
             max_allowed_packet: 0,

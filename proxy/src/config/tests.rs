@@ -428,6 +428,7 @@ fn every_flag_reaches_the_config() {
         "format" => "json",
         "path" => "/x",
         "statements" | "connections" => "5",
+        "failures" => "7",
         _ => "sample",
     };
     let base = Config::for_backend("127.0.0.1:3306", "app", "pw");

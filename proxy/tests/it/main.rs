@@ -5,10 +5,12 @@ mod harness;
 
 mod acceptance;
 mod admin;
+mod auth_backoff;
 mod bad_input;
 mod clients;
 mod core;
 mod drivers;
 mod faults;
+mod flood;
 mod reliability;
 mod tls;
