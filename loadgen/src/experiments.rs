@@ -56,6 +56,7 @@ pub fn planned(s: &Settings) -> Duration {
         Command::Overhead => 4,
         Command::Idle => 2 * IDLE_LEVELS.len(),
         Command::Calibrate | Command::Seed => 0,
+        Command::Soak { short } => return crate::soak::SoakPlan::new(short, 0).duration(),
     };
     per * levels as u32
 }
@@ -102,6 +103,7 @@ impl Run<'_> {
             Command::Proxy => self.proxy().await?,
             Command::Overhead => self.overhead().await?,
             Command::Idle => self.idle().await?,
+            Command::Soak { short } => self.soak(short).await?,
             Command::Bench { .. } => {
                 self.calibrate().await?;
                 self.curve(&self.s.conc_levels.clone()).await?;

@@ -8,6 +8,7 @@
 //! - [`stats`]: percentiles, fairness, in-flight ages, Little's law.
 //! - [`experiments`]: A, B, C, open loop, proxy, overhead.
 //! - [`report`]: CSVs, summary, metadata, SVG plots.
+//! - [`soak`]: the long run through a `sluice` child process (`just soak`).
 //! - [`resources`], [`progress`], [`proxy_mode`].
 
 mod backend;
@@ -20,6 +21,7 @@ mod proxy_mode;
 mod report;
 mod resources;
 mod settings;
+mod soak;
 mod stats;
 mod workload;
 
