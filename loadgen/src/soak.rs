@@ -261,9 +261,12 @@ impl Verdict {
 struct ActiveLoad {
     stop: Arc<AtomicBool>,
     errors: Arc<AtomicU64>,
-    hists: Vec<Arc<Mutex<(u64, Histogram<u64>)>>>,
+    hists: Vec<Arc<Mutex<Interval>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
+
+/// One client's queries and latencies since the last sample.
+type Interval = (u64, Histogram<u64>);
 
 fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")

@@ -422,13 +422,16 @@ fn open_loop(path: &Path, rows: &[&LevelResult]) -> Result<()> {
     root.present().map_err(err)
 }
 
+/// Reads one plotted value from a soak sample.
+type SoakValue = fn(&crate::soak::Sample) -> f64;
+
 /// The soak: sluice's RSS, open fds, backend connections and the active clients' p99, one
 /// panel each, against minutes.
 pub fn soak(path: &Path, samples: &[crate::soak::Sample]) -> Result<()> {
     let root = SVGBackend::new(path, (900, 1000)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let panels = root.split_evenly((4, 1));
-    let series: [(&str, fn(&crate::soak::Sample) -> f64); 4] = [
+    let series: [(&str, SoakValue); 4] = [
         ("sluice RSS (MiB)", |s| s.rss_mib),
         ("sluice open fds", |s| s.fds as f64),
         ("backend connections", |s| s.backends as f64),

@@ -285,7 +285,7 @@ mod tests {
     #[test]
     fn an_empty_plugin_name_is_no_plugin_and_round_trips() {
         let mut raw = hex(MARIADB_CLI);
-        raw.truncate(58);
+        raw.truncate(59);
         let hr = HandshakeResponse::decode(&raw).unwrap();
         assert_eq!((&hr.database, &hr.auth_plugin), (&None, &None));
         let mut out = BytesMut::new();
