@@ -25,3 +25,15 @@ bench-quick *ARGS:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
+
+# Needs `cargo install cargo-fuzz --locked`; logs in fuzz/logs, crashes in fuzz/artifacts.
+# Run every cargo-fuzz target (fuzz/) for FUZZ_SECS seconds each (default 600); print exec counts.
+fuzz:
+    fuzz/run.sh ${FUZZ_SECS:-600}
+
+# Not part of `just test`; writes results/<stamp>-soak/{soak.csv,soak.svg,summary.txt}.
+# Soak: 10,000 idle + 512 active clients through a release sluice for 30 min (--short: 10).
+soak *ARGS:
+    loadgen/scripts/ensure-server.sh {{ARGS}}
+    cargo build --release -p sluice -p loadgen
+    target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/loadgen" soak {{ARGS}}

@@ -56,6 +56,13 @@ pub enum Command {
     Sessions,
     /// Create and seed `reads_test`, then exit (keeps nothing running).
     Seed,
+    /// Soak: 10,000 idle + 512 active clients through a release `sluice` child process for
+    /// 30 minutes; RSS, fds, backends and p99 every minute into soak.csv and soak.svg.
+    Soak {
+        /// 10 minutes instead of 30.
+        #[arg(long)]
+        short: bool,
+    },
 }
 
 impl Command {
@@ -75,6 +82,7 @@ impl Command {
             Command::Admission => "admission",
             Command::Sessions => "sessions",
             Command::Seed => "seed",
+            Command::Soak { .. } => "soak",
         }
     }
 }

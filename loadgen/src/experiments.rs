@@ -72,6 +72,7 @@ pub fn planned(s: &Settings) -> Duration {
         Command::Idle => 2 * IDLE_MIXES.len() * IDLE_LEVELS.len(),
         Command::Sessions => SESSION_LEVELS,
         Command::Calibrate | Command::Seed => 0,
+        Command::Soak { short } => return crate::soak::SoakPlan::new(short, 0).duration(),
     };
     let auto = match s.command {
         Command::Bench { .. } | Command::Adaptive => s.adaptive,
@@ -131,6 +132,7 @@ impl Run<'_> {
                 self.calibrate().await?;
                 self.admission().await?;
             }
+            Command::Soak { short } => self.soak(short).await?,
             Command::Bench { .. } => {
                 self.calibrate().await?;
                 self.curve(&self.s.conc_levels.clone()).await?;

@@ -8,6 +8,7 @@
 //! - [`stats`]: percentiles, fairness, in-flight ages, Little's law.
 //! - [`experiments`]: A, B, C, D, open loop, proxy, overhead; [`adaptive`]: E and F.
 //! - [`report`]: CSVs, summary, metadata, SVG plots.
+//! - [`soak`]: the long run through a `sluice` child process (`just soak`).
 //! - [`resources`], [`progress`], [`proxy_mode`].
 
 mod adaptive;
@@ -25,6 +26,7 @@ mod resources;
 #[cfg(feature = "proxy")]
 mod sessions;
 mod settings;
+mod soak;
 mod stats;
 mod workload;
 

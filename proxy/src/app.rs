@@ -90,6 +90,7 @@ impl Proxy {
             rsa: OnceLock::new(),
             sha2_cache: Mutex::new(Default::default()),
             tls,
+            auth_failures: Default::default(),
         };
         let listen = config.listen;
         let listener = bind_listener(listen).map_err(|source| StartError::Listen {

@@ -110,6 +110,9 @@ pub struct Config {
     pub backend_down_wait: Duration,
     pub connect_timeout: Duration,
     pub client_login_timeout: Duration,
+    /// Failed logins per address before the backoff starts (0: off).
+    pub auth_failure_threshold: u32,
+    pub auth_failure_max_delay: Duration,
     pub client_write_timeout: Duration,
     pub shutdown_timeout: Duration,
     pub max_allowed_packet: u32,
@@ -308,6 +311,8 @@ impl Config {
             backend_down_wait: Duration::ZERO,
             connect_timeout: Duration::ZERO,
             client_login_timeout: Duration::ZERO,
+            auth_failure_threshold: 0,
+            auth_failure_max_delay: Duration::ZERO,
             client_write_timeout: Duration::ZERO,
             shutdown_timeout: Duration::ZERO,
             max_allowed_packet: 0,

@@ -225,7 +225,9 @@ proptest! {
         };
         let database = (caps.contains(Capabilities::CLIENT_CONNECT_WITH_DB) && !database.is_empty())
             .then_some(database);
-        let auth_plugin = caps.contains(Capabilities::CLIENT_PLUGIN_AUTH).then_some(auth_plugin);
+        // An empty plugin name decodes as none (fuzz/regressions/handshake-empty-plugin).
+        let auth_plugin = (caps.contains(Capabilities::CLIENT_PLUGIN_AUTH) && !auth_plugin.is_empty())
+            .then_some(auth_plugin);
         let connect_attrs = if caps.contains(Capabilities::CLIENT_CONNECT_ATTRS) {
             connect_attrs
         } else {

@@ -526,3 +526,45 @@ fn open_loop(path: &Path, rows: &[&LevelResult]) -> Result<()> {
         .map_err(err)?;
     root.present().map_err(err)
 }
+
+/// Reads one plotted value from a soak sample.
+type SoakValue = fn(&crate::soak::Sample) -> f64;
+
+/// The soak: sluice's RSS, open fds, backend connections and the active clients' p99, one
+/// panel each, against minutes.
+pub fn soak(path: &Path, samples: &[crate::soak::Sample]) -> Result<()> {
+    let root = SVGBackend::new(path, (900, 1000)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let panels = root.split_evenly((4, 1));
+    let series: [(&str, SoakValue); 4] = [
+        ("sluice RSS (MiB)", |s| s.rss_mib),
+        ("sluice open fds", |s| s.fds as f64),
+        ("backend connections", |s| s.backends as f64),
+        ("active clients p99 (ms)", |s| s.p99_ms),
+    ];
+    let xmax = samples.iter().map(|s| s.minute).fold(1.0, f64::max) * 1.02;
+    for (i, (panel, (name, value))) in panels.iter().zip(series).enumerate() {
+        let pts: Vec<(f64, f64)> = samples.iter().map(|s| (s.minute, value(s))).collect();
+        let ymax = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.15;
+        let mut chart = ChartBuilder::on(panel)
+            .caption(name, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("minutes")
+            .draw()
+            .map_err(err)?;
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .map_err(err)?;
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
+}

@@ -140,6 +140,10 @@ settings! {
         "Deadline for opening a backend connection, login included.";
     client_login_timeout, "SLUICE_CLIENT_LOGIN_TIMEOUT", "--client-login-timeout", "10s", "duration", true,
         "A client must finish the handshake and authentication within this.";
+    auth_failure_threshold, "SLUICE_AUTH_FAILURE_THRESHOLD", "--auth-failure-threshold", "5", "failures", true,
+        "Consecutive failed logins from one IP address before its login attempts are slowed down (a max_connect_errors-like backoff). After that, every login from the address waits 250 ms before its verdict, doubling with each further failure up to auth_failure_max_delay; a successful login clears the address. 0 disables.";
+    auth_failure_max_delay, "SLUICE_AUTH_FAILURE_MAX_DELAY", "--auth-failure-max-delay", "5s", "duration", true,
+        "Cap on the auth-failure backoff delay. The delay counts against client_login_timeout and is never more than half of it, so a slowed client still gets its answer.";
     client_write_timeout, "SLUICE_CLIENT_WRITE_TIMEOUT", "--client-write-timeout", "30s", "duration", true,
         "A client that does not read its result for this long is disconnected, so it cannot hold a backend.";
     shutdown_timeout, "SLUICE_SHUTDOWN_TIMEOUT", "--shutdown-timeout", "10s", "duration", true,
@@ -220,6 +224,8 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
         "backend_down_wait" => cfg.backend_down_wait = parse_duration(raw)?,
         "connect_timeout" => cfg.connect_timeout = parse_duration(raw)?,
         "client_login_timeout" => cfg.client_login_timeout = parse_duration(raw)?,
+        "auth_failure_threshold" => cfg.auth_failure_threshold = parse_u32(raw)?,
+        "auth_failure_max_delay" => cfg.auth_failure_max_delay = parse_duration(raw)?,
         "client_write_timeout" => cfg.client_write_timeout = parse_duration(raw)?,
         "shutdown_timeout" => cfg.shutdown_timeout = parse_duration(raw)?,
         "max_allowed_packet" => cfg.max_allowed_packet = parse_bytes(raw)?,
@@ -283,6 +289,8 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "backend_down_wait" => d(cfg.backend_down_wait),
         "connect_timeout" => d(cfg.connect_timeout),
         "client_login_timeout" => d(cfg.client_login_timeout),
+        "auth_failure_threshold" => n(cfg.auth_failure_threshold),
+        "auth_failure_max_delay" => d(cfg.auth_failure_max_delay),
         "client_write_timeout" => d(cfg.client_write_timeout),
         "shutdown_timeout" => d(cfg.shutdown_timeout),
         "max_allowed_packet" => s(format_bytes(cfg.max_allowed_packet)),

@@ -431,6 +431,7 @@ fn every_flag_reaches_the_config() {
         "mode" => "verify_identity",
         "path" => "/x",
         "statements" | "connections" => "5",
+        "failures" => "7",
         _ => "sample",
     };
     let base = Config::for_backend("127.0.0.1:3306", "app", "pw");

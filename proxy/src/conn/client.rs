@@ -3,11 +3,14 @@
 //! caching_sha2_password, fast and full auth).
 
 use std::collections::HashSet;
+use std::net::IpAddr;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use bytes::BytesMut;
 use tokio_rustls::TlsAcceptor;
 
+use super::auth_failures::{AuthFailures, BackoffPolicy};
 use super::{Error, PacketStream};
 use crate::config::{AuthPluginName, Config, UserConfig};
 use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
@@ -30,6 +33,8 @@ pub struct HandshakeContext {
     pub sha2_cache: Mutex<HashSet<String>>,
     /// Client TLS, when `tls_cert`/`tls_key` are set: CLIENT_SSL is offered only then.
     pub tls: Option<TlsAcceptor>,
+    /// Consecutive failed logins per client address (the login backoff).
+    pub auth_failures: AuthFailures,
 }
 
 /// A client that passed authentication.
@@ -178,6 +183,10 @@ impl HandshakeContext {
             stream.consume(&span);
         }
         let used_password = !auth_response.is_empty();
+        let peer_ip = stream.peer_addr().map(|a| a.ip());
+        if let Some(ip) = peer_ip {
+            self.backoff(ip, config).await;
+        }
         let verified = match &user {
             None => false,
             Some(u) if want_plugin == auth::CACHING_SHA2 => {
@@ -186,11 +195,11 @@ impl HandshakeContext {
             }
             Some(u) => verify_native(u, &nonce, &auth_response),
         };
+        if let Some(ip) = peer_ip {
+            self.record_login(ip, verified);
+        }
         let Some(user) = user.filter(|_| verified) else {
-            let host = stream
-                .peer_addr()
-                .map(|a| a.ip().to_string())
-                .unwrap_or_default();
+            let host = peer_ip.map(|ip| ip.to_string()).unwrap_or_default();
             let msg = format!(
                 "Access denied for user '{}'@'{}' (using password: {})",
                 user_name,
@@ -209,6 +218,33 @@ impl HandshakeContext {
             attrs: response.connect_attrs,
             next_seq: seq,
         })
+    }
+
+    /// Waits before verifying a login from an address with recent failures. It runs before
+    /// any verdict is sent (caching_sha2's fast-auth reply included), so success and failure
+    /// take equally long. Capped at half the login timeout so the answer still arrives.
+    pub async fn backoff(&self, ip: IpAddr, config: &Config) {
+        let policy = BackoffPolicy {
+            threshold: config.auth_failure_threshold,
+            max_delay: config.auth_failure_max_delay,
+        };
+        let delay = self
+            .auth_failures
+            .delay_for(ip, policy, Instant::now())
+            .min(config.client_login_timeout / 2);
+        if !delay.is_zero() {
+            tracing::info!(%ip, ?delay, "slowing down a login after repeated failures");
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// Counts a failed login from `ip`, or clears it after a successful one.
+    pub fn record_login(&self, ip: IpAddr, verified: bool) {
+        if verified {
+            self.auth_failures.succeeded(ip);
+        } else {
+            self.auth_failures.failed(ip, Instant::now());
+        }
     }
 
     /// caching_sha2_password: the fast path when the scramble matches a cached user, otherwise

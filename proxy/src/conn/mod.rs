@@ -1,6 +1,8 @@
 //! Sockets: framing over TCP (`stream`), the client-facing handshake (`client`), client TLS
-//! (`tls`) and backend connections (`backend`). No pool policy lives here.
+//! (`tls`), backend connections (`backend`) and the per-address login backoff
+//! (`auth_failures`). No pool policy lives here.
 
+pub mod auth_failures;
 pub mod backend;
 pub mod client;
 pub mod stmts;

@@ -62,9 +62,11 @@ impl HandshakeResponse {
         if capabilities.contains(Capabilities::CLIENT_CONNECT_WITH_DB) && !r.is_empty() {
             database = non_empty(r.nul_or_eof_bytes());
         }
+        // An empty plugin name means "none given", as an absent one does (and as `encode`
+        // writes `None`), so the default plugin applies.
         let mut auth_plugin = None;
         if capabilities.contains(Capabilities::CLIENT_PLUGIN_AUTH) && !r.is_empty() {
-            auth_plugin = Some(r.nul_or_eof_bytes().to_vec());
+            auth_plugin = non_empty(r.nul_or_eof_bytes());
         }
         let mut connect_attrs = Vec::new();
         if capabilities.contains(Capabilities::CLIENT_CONNECT_ATTRS) && !r.is_empty() {
@@ -275,5 +277,24 @@ mod tests {
                 "prefix {end}"
             );
         }
+    }
+
+    /// Found by the `handshake` fuzz target (fuzz/regressions/handshake-empty-plugin): a
+    /// response ending right after the auth data re-encoded with empty optional fields, and the
+    /// empty plugin name then decoded as `Some("")`, a plugin no one asked for.
+    #[test]
+    fn an_empty_plugin_name_is_no_plugin_and_round_trips() {
+        let mut raw = hex(MARIADB_CLI);
+        raw.truncate(59);
+        let hr = HandshakeResponse::decode(&raw).unwrap();
+        assert_eq!((&hr.database, &hr.auth_plugin), (&None, &None));
+        let mut out = BytesMut::new();
+        hr.encode(&mut out);
+        assert_eq!(HandshakeResponse::decode(&out).unwrap(), hr);
+        let fuzzed = include_bytes!("../../../fuzz/regressions/handshake-empty-plugin");
+        let hr = HandshakeResponse::decode(&fuzzed[1..]).unwrap();
+        let mut out = BytesMut::new();
+        hr.encode(&mut out);
+        assert_eq!(HandshakeResponse::decode(&out).unwrap(), hr);
     }
 }

@@ -294,6 +294,12 @@ impl Session {
         let response = self.client.payload(&span).into_owned();
         let seq = span.last_seq.wrapping_add(1).max(seq);
         self.client.consume(&span);
+        // Re-authentication is a login too: a client must not get unlimited fast guesses
+        // over one connection.
+        let peer_ip = self.client.peer_addr().map(|a| a.ip());
+        if let Some(ip) = peer_ip {
+            self.ctx.handshake.backoff(ip, &config).await;
+        }
         let verified = user.as_ref().is_some_and(|u| {
             if u.password.is_native_hash() {
                 auth::native_verify_hash(&nonce, u.password.expose(), &response)
@@ -301,12 +307,11 @@ impl Session {
                 auth::native_verify(&nonce, u.password.expose().as_bytes(), &response)
             }
         });
+        if let Some(ip) = peer_ip {
+            self.ctx.handshake.record_login(ip, verified);
+        }
         let Some(user) = user.filter(|_| verified) else {
-            let host = self
-                .client
-                .peer_addr()
-                .map(|a| a.ip().to_string())
-                .unwrap_or_default();
+            let host = peer_ip.map(|ip| ip.to_string()).unwrap_or_default();
             let msg = format!(
                 "Access denied for user '{}'@'{}' (using password: {})",
                 String::from_utf8_lossy(&req.user),
