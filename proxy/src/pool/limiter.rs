@@ -14,10 +14,13 @@
 //!   accepted step doubles the next one (slow start), so a cold pool reaches the knee in a
 //!   few probes.
 //! * **Probe down** by `step`: keep the smaller limit if X fell by at most `loss_down` (the
-//!   same work with less queueing, so the power went up), else restore.
+//!   same work with less queueing, so the power went up), or by no more than the noise while
+//!   the power X/R did not fall; else restore.
 //!
 //! Up and down probes alternate after every hold, so the limit keeps re-finding the knee as
-//! the load or the server's capacity change. A sharp slowdown at an unchanged limit (the
+//! the load or the server's capacity change. A probe that finds nothing better doubles the
+//! next hold (up to `max_hold_ticks`), so a limit sitting at the knee is rarely taxed by a
+//! probe below it; a kept probe or a slowdown brings the hold back to `hold_ticks`. A sharp slowdown at an unchanged limit (the
 //! server lost CPUs) skips the hold and probes down at once. Comparisons are always between
 //! two adjacent measurements, so slow drift in the load does not accumulate; the asymmetric
 //! thresholds are the hysteresis. A difference within twice the measurements' standard error
@@ -94,6 +97,9 @@ pub struct Tuning {
     pub measure_ticks: u32,
     /// Ticks measured at a limit before the next probe.
     pub hold_ticks: u32,
+    /// Each probe that finds nothing better doubles the hold, up to this: a limit at the
+    /// knee is not taxed by probes every few ticks, and any kept probe or slowdown resets it.
+    pub max_hold_ticks: u32,
     /// A measurement needs at least this many completions (up to `max_measure_ticks`).
     pub min_completions: u64,
     pub max_measure_ticks: u32,
@@ -112,6 +118,7 @@ impl Default for Tuning {
             settle_ticks: 1,
             measure_ticks: 3,
             hold_ticks: 4,
+            max_hold_ticks: 24,
             min_completions: 40,
             max_measure_ticks: 16,
             gain_up: 0.04,
@@ -221,6 +228,8 @@ pub struct Limiter {
     phase: Phase,
     next: Dir,
     step: u32,
+    /// Ticks of the current hold (`hold_ticks`, doubled by every fruitless probe).
+    hold: u32,
     /// The last hold measurement and the limit it was taken at (slowdown detection).
     last_hold: Option<(u32, Measure)>,
     idle: bool,
@@ -241,6 +250,7 @@ impl Limiter {
             min,
             max,
             limit,
+            hold: tuning.hold_ticks,
             tuning,
             phase: Phase::Hold {
                 acc: Acc::default(),
@@ -330,7 +340,7 @@ impl Limiter {
             }
             Phase::Hold { mut acc } => {
                 acc.add(&s);
-                let Some(m) = acc.ready(&t, t.hold_ticks) else {
+                let Some(m) = acc.ready(&t, self.hold) else {
                     self.phase = Phase::Hold { acc };
                     return None;
                 };
@@ -345,6 +355,7 @@ impl Limiter {
                             && m.x < b.x * (1.0 - t.slowdown / 2.0) =>
                     {
                         self.step = 1;
+                        self.hold = t.hold_ticks;
                         Dir::Down
                     }
                     _ => self.next,
@@ -429,12 +440,18 @@ impl Limiter {
         let latency = m.r / base.r - 1.0;
         let to = self.limit;
         // On a busy host the throughput swings; a difference smaller than twice the combined
-        // standard error is no evidence. Without evidence the smaller limit wins: an up probe
-        // must show a clear gain, a down probe is undone only by a clear loss.
+        // standard error is no evidence. An up probe must show a clear gain; a down probe is
+        // undone by a clear loss, or by a loss within the noise that the power confirms.
         let noise = 2.0 * (base.noise.powi(2) + m.noise.powi(2)).sqrt();
+        // Kleinrock's power (throughput per unit of backend time): the knee is where it peaks.
+        let power =
+            (m.x / m.r.max(f64::MIN_POSITIVE)) / (base.x / base.r.max(f64::MIN_POSITIVE)) - 1.0;
         let kept = match dir {
             Dir::Up => gain >= t.gain_up.max(noise),
-            Dir::Down => gain >= -t.loss_down.max(noise),
+            // A loss within `loss_down` is always fine. A larger one that the noise could
+            // explain is kept only if the power did not fall: below the knee a smaller limit
+            // loses throughput without making statements faster, and noise must not hide that.
+            Dir::Down => gain >= -t.loss_down || (gain >= -noise && power >= 0.0),
         };
         if kept {
             let word = if dir == Dir::Up { "up" } else { "down" };
@@ -443,6 +460,7 @@ impl Limiter {
                 pct(gain),
                 pct(latency)
             );
+            self.hold = t.hold_ticks;
             // Keep going the same way with a bigger stride: the knee is further along.
             self.step = self.step.saturating_mul(2).min((to / 2).max(1));
             self.next = dir;
@@ -450,6 +468,10 @@ impl Limiter {
             return self.start_probe(dir, m);
         }
         self.step = 1;
+        self.hold = self
+            .hold
+            .saturating_mul(2)
+            .min(t.max_hold_ticks.max(t.hold_ticks));
         self.phase = Phase::Settle {
             left: self.tuning.settle_ticks,
         };
@@ -558,6 +580,45 @@ mod tests {
         let m = mean(tail);
         assert!((5.5..=7.5).contains(&m), "mean {m}: {tail:?}");
         assert!(tail.iter().all(|&x| (4..=10).contains(&x)), "{tail:?}");
+    }
+
+    /// A shared host: every tick's throughput swings by up to ±25 % on top of the server's
+    /// own curve. Probing down below the knee loses throughput without making statements
+    /// faster, and the noise must not hide that.
+    #[test]
+    fn a_noisy_host_does_not_talk_it_below_the_knee() {
+        let mut s = Server {
+            cores: 2.0,
+            service: 0.01,
+            noise: 11,
+        };
+        let mut l = Limiter::new(1, 64, 1, Tuning::default());
+        let mut rng = 12_345u64;
+        let trace: Vec<u32> = (0..600)
+            .map(|_| {
+                let mut sample = s.tick(l.limit());
+                rng = rng
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let swing = 1.0 + ((rng >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 0.5;
+                let done = (sample.completions as f64 * swing).round() as u64;
+                // The same backend time per statement, more or fewer statements.
+                sample.busy = sample
+                    .busy
+                    .mul_f64(done as f64 / sample.completions.max(1) as f64);
+                sample.completions = done;
+                l.observe(sample);
+                l.limit()
+            })
+            .collect();
+        let tail = &trace[100..];
+        let below = tail.iter().filter(|&&x| x < 2).count();
+        assert!(
+            below * 5 <= tail.len(),
+            "below the knee {below} of {} ticks: {tail:?}",
+            tail.len()
+        );
+        assert!(mean(tail) <= 6.0, "mean {}: {tail:?}", mean(tail));
     }
 
     #[test]
