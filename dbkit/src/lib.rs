@@ -23,7 +23,7 @@ pub mod test_server;
 
 pub use binary::{find_server_binary, Flavor};
 pub use error::Error;
-pub use server::{LocalServer, ServerOptions};
+pub use server::{raise_nofile_limit, LocalServer, ServerOptions};
 pub use test_server::{test_server, TestServer};
 
 /// Result alias for dbkit operations.

@@ -536,19 +536,29 @@ fn is_root() -> bool {
 }
 
 /// Thousands of connections need thousands of descriptors; servers size `max_connections`
-/// down silently when the limit is low, so raise the soft limit to the hard one (inherited).
-fn raise_nofile_limit() {
+/// down silently when the limit is low. Raises this process's soft open-files limit to the
+/// hard one (children inherit it) and returns the soft limit now in force (0 if unknown).
+pub fn raise_nofile_limit() -> u64 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: getrlimit/setrlimit with a valid struct.
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return raised.rlim_cur;
+            }
         }
     }
+    lim.rlim_cur
 }
 
 /// The temp dir is removed on failure, so copy the error log next to it (a single file) and

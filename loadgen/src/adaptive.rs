@@ -440,14 +440,7 @@ impl Run<'_> {
         {
             return Ok((best.qps, best.pool_size.unwrap_or(1)));
         }
-        if self.report.rows_of("A").is_empty() {
-            let top = (4 * self.s.server_cpus.len()).max(4);
-            let levels: Vec<usize> = (0..)
-                .map(|i| 1usize << i)
-                .take_while(|&c| c <= top)
-                .collect();
-            self.curve(&levels).await?;
-        }
+        self.ensure_curve().await?;
         let peak = crate::report::summary::collapse_of(&self.report.rows_of("A"))
             .map(|(p, ..)| p.qps)
             .ok_or_else(|| anyhow::anyhow!("no peak measured"))?;

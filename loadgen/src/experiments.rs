@@ -363,10 +363,10 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Open loop at fractions of the measured peak, direct and through the pool.
-    async fn open_loop(&mut self) -> Result<()> {
+    /// Runs a short curve when this run has none yet, so the peak is known: it sits near the
+    /// server's core count.
+    pub(crate) async fn ensure_curve(&mut self) -> Result<()> {
         if self.report.rows_of("A").is_empty() {
-            // Find the peak first: it sits near the server's core count.
             let top = (4 * self.s.server_cpus.len()).max(4);
             let levels: Vec<usize> = (0..)
                 .map(|i| 1usize << i)
@@ -374,6 +374,12 @@ impl Run<'_> {
                 .collect();
             self.curve(&levels).await?;
         }
+        Ok(())
+    }
+
+    /// Open loop at fractions of the measured peak, direct and through the pool.
+    async fn open_loop(&mut self) -> Result<()> {
+        self.ensure_curve().await?;
         let peak = collapse_of(&self.report.rows_of("A"))
             .map(|(p, ..)| p.qps)
             .context("no peak measured")?;

@@ -76,7 +76,7 @@ impl Run<'_> {
     /// Runs the soak against the run's server.
     pub async fn soak(&mut self, short: bool) -> Result<()> {
         let plan = SoakPlan::new(short, self.s.open_pool_size.unwrap_or(SOAK_POOL));
-        let limit = raise_nofile();
+        let limit = dbkit::raise_nofile_limit();
         let need = (IDLE_CLIENTS + ACTIVE_CLIENTS + 256) as u64;
         if limit < need {
             bail!("RLIMIT_NOFILE is {limit}; the soak needs {need} (raise the hard limit, e.g. `ulimit -Hn 20000`)");
@@ -440,31 +440,6 @@ fn sluice_bin() -> Result<PathBuf> {
 
 fn free_addr() -> Result<SocketAddr> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
-}
-
-/// Raises the soft open-files limit to the hard one (inherited by the sluice child too);
-/// returns the limit in force.
-fn raise_nofile() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                return raised.rlim_cur;
-            }
-        }
-    }
-    lim.rlim_cur
 }
 
 /// `VmRSS` of `pid` in MiB.

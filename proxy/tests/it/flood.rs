@@ -19,31 +19,6 @@ const LOGIN_TIMEOUT: Duration = Duration::from_secs(4);
 /// Flood sockets on both ends live in this process, plus what concurrent tests use.
 const FDS_NEEDED: u64 = 2 * FLOOD as u64 + 2_000;
 
-/// Raises the soft open-files limit to the hard one (as the `sluice` binary does); returns
-/// the limit now in force.
-fn raise_nofile() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                return raised.rlim_cur;
-            }
-        }
-    }
-    lim.rlim_cur
-}
-
 /// What one flood socket does after connecting.
 #[derive(Clone, Copy)]
 enum Stall {
@@ -93,7 +68,7 @@ async fn closed_by_peer(mut s: TcpStream, within: Duration) -> Option<Instant> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handshake_flood_is_dropped_after_login_timeout_and_real_clients_get_through() {
-    let limit = raise_nofile();
+    let limit = dbkit::raise_nofile_limit();
     if limit < FDS_NEEDED {
         eprintln!(
             "SKIPPED handshake flood: RLIMIT_NOFILE is {limit}, the test needs {FDS_NEEDED} \
