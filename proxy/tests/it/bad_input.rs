@@ -260,17 +260,8 @@ impl Checkers {
 /// Afterwards: no panic, every client gone, no slot held, and sluice still serves.
 async fn assert_healthy(proxy: &ProxyHandle) {
     assert_drained(proxy, Duration::from_secs(3)).await;
-    let mut c = connect(proxy, None).await;
-    assert_eq!(
-        c.query_first::<u32, _>("SELECT 41 + 1").await.unwrap(),
-        Some(42)
-    );
-    c.disconnect().await.unwrap();
-    assert_eq!(
-        worker_panics(),
-        0,
-        "a tokio worker panicked (see the output above)"
-    );
+    assert_still_serves(proxy).await;
+    assert_no_worker_panics();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

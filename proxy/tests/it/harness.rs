@@ -219,3 +219,22 @@ pub async fn assert_drained(proxy: &ProxyHandle, within: std::time::Duration) {
         ctx.pool.snapshot().slots_in_use
     );
 }
+
+/// No tokio worker of this test binary panicked (sluice's tasks run on them).
+pub fn assert_no_worker_panics() {
+    assert_eq!(
+        worker_panics(),
+        0,
+        "a tokio worker panicked (see the output above)"
+    );
+}
+
+/// sluice at `proxy` still logs in a new client and answers it correctly.
+pub async fn assert_still_serves(proxy: &ProxyHandle) {
+    let mut c = connect(proxy, None).await;
+    assert_eq!(
+        c.query_first::<u32, _>("SELECT 41 + 1").await.unwrap(),
+        Some(42)
+    );
+    c.disconnect().await.unwrap();
+}
