@@ -368,17 +368,22 @@ impl Run<'_> {
                 .log("experiment F skipped: it needs the in-process sluice (PROXY_URL is set)");
             return Ok(());
         }
-        let (peak, pool) = self.admission_peak().await?;
-        let rate = self.s.admission_load * peak;
+        let pool = self.admission_pool();
         let clients = self.s.client_threads;
         let open_n = (clients / 2).max(1);
+        let backend_addr = dbkit::TestServer::from_url(&self.server_url)
+            .map(|t| format!("{}:{}", t.host, t.port))
+            .map_err(anyhow::Error::msg)?;
+        // The peak is measured here, with the server pinned as for the overload rows (E ran
+        // it on more CPUs): the closed-loop clients alone through sluice at the same P.
+        let peak = self
+            .admission_proxy_row(&backend_addr, pool, None, None)
+            .await?;
+        let rate = self.s.admission_load * peak;
         let target_ms = self.s.max_queue_wait.as_secs_f64() * 1e3;
         self.report.meta("f_peak_qps", format!("{peak:.1}"));
         self.report.meta("f_pool_size", pool);
         self.report.meta("f_open_qps", format!("{rate:.1}"));
-        let backend_addr = dbkit::TestServer::from_url(&self.server_url)
-            .map(|t| format!("{}:{}", t.host, t.port))
-            .map_err(anyhow::Error::msg)?;
 
         let direct = self.ctx(&self.server_url, Some(self.workload))?;
         let mut spec = self.spec("F", "direct", crate::level::Mode::Direct, clients);
@@ -389,36 +394,54 @@ impl Run<'_> {
         cache.close().await;
         r?;
         for queue_wait in [None, Some(self.s.max_queue_wait)] {
-            let proxy = crate::proxy_mode::InProcessProxy::start_with(
-                &backend_addr,
-                &self.s.loadgen_cpus,
-                |c| {
-                    c.pool_size = sluice::config::PoolSize::Fixed(pool as u32);
-                    c.max_backend_connections = c.max_backend_connections.max(pool as u32);
-                    // "Unbounded": nothing is timed out of the queue inside the window either.
-                    c.queue_timeout = Duration::from_secs(600);
-                    c.max_queue_wait = queue_wait;
-                },
-            )
-            .await?;
-            let ctx = self.ctx(&proxy.url(), Some(self.workload))?;
-            let mut spec = self.spec("F", "proxy", crate::level::Mode::Direct, clients);
-            spec.open_stream = Some((open_n, rate));
-            spec.proxy_pool = Some(pool);
-            spec.pool_mode = Some("fixed");
-            spec.max_queue_wait_ms = queue_wait.map(|d| d.as_secs_f64() * 1e3);
-            let label = match queue_wait {
-                None => format!("F: {clients}+{open_n} open, sluice unbounded"),
-                Some(_) => format!("F: {clients}+{open_n} open, sluice {target_ms:.0} ms"),
-            };
-            let mut cache = crate::level::ConnCache::default();
-            let r = self.measure_with(&ctx, spec, label, &mut cache).await;
-            cache.close().await;
-            proxy.stop().await;
-            r?;
+            self.admission_proxy_row(&backend_addr, pool, Some((open_n, rate)), queue_wait)
+                .await?;
         }
         self.admission_findings(peak, pool, target_ms);
         Ok(())
+    }
+
+    /// One F row through a fresh in-process sluice at `pool`: the closed-loop clients, plus
+    /// the open stream when given. Returns the row's QPS.
+    #[cfg(feature = "proxy")]
+    async fn admission_proxy_row(
+        &mut self,
+        backend_addr: &str,
+        pool: usize,
+        open_stream: Option<(usize, f64)>,
+        queue_wait: Option<Duration>,
+    ) -> Result<f64> {
+        let clients = self.s.client_threads;
+        let proxy = crate::proxy_mode::InProcessProxy::start_with(
+            backend_addr,
+            &self.s.loadgen_cpus,
+            |c| {
+                c.pool_size = sluice::config::PoolSize::Fixed(pool as u32);
+                c.max_backend_connections = c.max_backend_connections.max(pool as u32);
+                // "Unbounded": nothing is timed out of the queue inside the window either.
+                c.queue_timeout = Duration::from_secs(600);
+                c.max_queue_wait = queue_wait;
+            },
+        )
+        .await?;
+        let ctx = self.ctx(&proxy.url(), Some(self.workload))?;
+        let mut spec = self.spec("F", "proxy", crate::level::Mode::Direct, clients);
+        spec.open_stream = open_stream;
+        spec.proxy_pool = Some(pool);
+        spec.pool_mode = Some("fixed");
+        spec.max_queue_wait_ms = queue_wait.map(|d| d.as_secs_f64() * 1e3);
+        let target_ms = self.s.max_queue_wait.as_secs_f64() * 1e3;
+        let label = match (open_stream, queue_wait) {
+            (None, _) => format!("F: {clients} closed, sluice (peak)"),
+            (Some((n, _)), None) => format!("F: {clients}+{n} open, sluice unbounded"),
+            (Some((n, _)), Some(_)) => format!("F: {clients}+{n} open, sluice {target_ms:.0} ms"),
+        };
+        let mut cache = crate::level::ConnCache::default();
+        let r = self.measure_with(&ctx, spec, label, &mut cache).await;
+        cache.close().await;
+        proxy.stop().await;
+        r?;
+        Ok(self.report.rows_of("F").last().map_or(0.0, |r| r.qps))
     }
 
     #[cfg(not(feature = "proxy"))]
@@ -428,23 +451,16 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// F's reference: the best fixed P of E when it ran, else a short direct curve's peak
-    /// with a pool of twice the server's CPUs.
+    /// F's pool: the best fixed P of E when it ran, else twice the server's CPUs.
     #[cfg(feature = "proxy")]
-    async fn admission_peak(&mut self) -> Result<(f64, usize)> {
-        let e = self.report.rows_of("E");
-        if let Some(best) = e
+    fn admission_pool(&self) -> usize {
+        self.report
+            .rows_of("E")
             .iter()
             .filter(|r| r.pool_mode.as_deref() == Some("fixed"))
             .max_by(|a, b| a.qps.total_cmp(&b.qps))
-        {
-            return Ok((best.qps, best.pool_size.unwrap_or(1)));
-        }
-        self.ensure_curve().await?;
-        let peak = crate::report::summary::collapse_of(&self.report.rows_of("A"))
-            .map(|(p, ..)| p.qps)
-            .ok_or_else(|| anyhow::anyhow!("no peak measured"))?;
-        Ok((peak, 2 * self.s.server_cpus.len()))
+            .and_then(|r| r.pool_size)
+            .unwrap_or(2 * self.s.server_cpus.len())
     }
 
     #[cfg(feature = "proxy")]
@@ -461,17 +477,18 @@ impl Run<'_> {
             self.s.client_threads,
             self.s.admission_load,
             self.s.admission_load * peak,
-            rows.first().and_then(|r| r.open_clients).unwrap_or(0)
+            rows.iter().find_map(|r| r.open_clients).unwrap_or(0)
         );
         let _ = writeln!(
             out,
-            "peak {peak:.0} QPS; one service time at P={pool} = {service_ms:.1} ms; goal for admitted p99: <= \
+            "peak (the closed-loop clients alone, same P and pinning) {peak:.0} QPS; one service time at P={pool} = {service_ms:.1} ms; goal for admitted p99: <= \
              {target_ms:.0} + {service_ms:.1} = {:.0} ms; throughput >= 95% of peak.",
             target_ms + service_ms
         );
         for r in &rows {
             let name = match (r.target.as_str(), r.max_queue_wait_ms) {
                 ("direct", _) => "direct".to_string(),
+                (_, None) if r.open_clients.is_none() => "sluice, no overload (peak)".to_string(),
                 (_, None) => "sluice, unbounded queue".to_string(),
                 (_, Some(t)) => format!("sluice, max_queue_wait {t:.0} ms"),
             };
@@ -482,20 +499,23 @@ impl Run<'_> {
             };
             let _ = writeln!(
                 out,
-                "{name:<32} {:>6.0} QPS ({:.1}% of peak), admitted p99 {:.1} ms (closed {:.1}, open {:.1}), \
-                 p99 incl. unfinished {:.1} ms, shed {:.1}% ({} of {}), errors {}, clients served {}/{}",
+                "{name:<32} {:>6.0} QPS ({:.1}% of peak), admitted p99 {:.1} ms{}, \
+                 p99 incl. unfinished {:.1} ms, shed {:.1}% ({} of {}), errors {}, closed-loop clients served {}/{} (Jain {:.2})",
                 r.qps,
                 100.0 * r.qps / peak,
                 r.p99_ms,
-                r.p99_closed_ms.unwrap_or(0.0),
-                r.p99_open_ms.unwrap_or(0.0),
+                match (r.p99_closed_ms, r.p99_open_ms) {
+                    (Some(c), Some(o)) => format!(" (closed {c:.1}, open {o:.1})"),
+                    _ => String::new(),
+                },
                 r.p99_with_inflight_ms,
                 100.0 * shed,
                 r.shed,
                 r.attempts,
                 r.errors,
                 r.clients_served,
-                r.clients
+                r.clients - r.open_clients.unwrap_or(0),
+                r.jain_index
             );
             if r.max_queue_wait_ms.is_some() {
                 self.report

@@ -95,9 +95,12 @@ pub struct LevelCtx {
     pub session_setup: bool,
 }
 
-/// A closed-loop client whose statement was shed (sluice's ERR 9002) waits this long before
-/// its next one, as a client honouring a "retry shortly" error would (about F's target).
-const SHED_BACKOFF: Duration = Duration::from_millis(200);
+/// A closed-loop client whose statement was shed (sluice's ERR 9002) backs off before its
+/// next one, as a client honouring a "retry shortly" error would: exponentially from this,
+/// with jitter, up to [`SHED_BACKOFF_MAX`]. A fixed short pause would turn 512 shed clients
+/// into a retry storm that measures the storm, not the admission control.
+const SHED_BACKOFF: Duration = Duration::from_millis(50);
+const SHED_BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// sluice's "overloaded, retry shortly" error.
 const ER_SHED: u16 = 9002;
 
@@ -123,6 +126,8 @@ pub struct LevelResult {
     pub p999_ms: f64,
     pub max_ms: f64,
     pub mean_ms: f64,
+    /// Clients that finished at least one query in the window (closed-loop clients only
+    /// when an open stream runs beside them: its connections share one stream).
     pub clients_served: usize,
     pub client_queries_min: u64,
     pub client_queries_median: f64,
@@ -265,12 +270,55 @@ fn exp_interval(rng: &mut StdRng, rate: f64) -> Duration {
     Duration::from_secs_f64(-u.ln() / rate)
 }
 
+/// The pause after the `streak`-th shed in a row: half the exponential cap plus up to the
+/// other half at random ("equal jitter"), so shed clients spread their retries out.
+fn shed_backoff(rng: &mut StdRng, streak: u32) -> Duration {
+    let cap = SHED_BACKOFF
+        .saturating_mul(1 << streak.min(16))
+        .min(SHED_BACKOFF_MAX);
+    cap / 2 + cap.mul_f64(rng.gen_range(0.0..0.5))
+}
+
+/// One Poisson stream served by a group of connections (F's open loop): each arrival goes
+/// to whichever connection is free first, as requests do in an application's connection
+/// pool, so an arrival waits behind another only when every connection is busy.
+pub(crate) struct Arrivals {
+    next: Instant,
+    rate: f64,
+    rng: StdRng,
+}
+
+impl Arrivals {
+    fn new(start: Instant, rate: f64, seed: u64) -> Arrivals {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let next = start + exp_interval(&mut rng, rate);
+        Arrivals { next, rate, rng }
+    }
+
+    fn take(&mut self) -> Instant {
+        let due = self.next;
+        self.next += exp_interval(&mut self.rng, self.rate);
+        due
+    }
+}
+
+/// How a client paces its statements.
+#[derive(Clone)]
+enum Pace {
+    /// The next one as soon as the last answered.
+    Closed,
+    /// Its own Poisson stream at this rate (experiment B's open loop).
+    Own(f64),
+    /// The next arrival of a stream shared with other connections (experiment F).
+    Shared(Arc<Mutex<Arrivals>>),
+}
+
 async fn client_task(
     id: usize,
     mut lane: Lane,
     ctx: Arc<LevelCtx>,
     clock: Arc<Clock>,
-    per_client_rate: Option<f64>,
+    pace: Pace,
 ) -> ClientOutcome {
     let mut rng = StdRng::seed_from_u64(ctx.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut out = ClientOutcome {
@@ -290,10 +338,11 @@ async fn client_task(
             }
         }
     }
-    let mut next = match per_client_rate {
-        Some(rate) => clock.base + exp_interval(&mut rng, rate),
-        None => clock.base,
+    let mut next = match pace {
+        Pace::Own(rate) => clock.base + exp_interval(&mut rng, rate),
+        _ => clock.base,
     };
+    let mut shed_streak = 0;
     loop {
         let now = Instant::now();
         if now >= clock.t1 {
@@ -301,20 +350,24 @@ async fn client_task(
         }
         // Latency is measured from when the request was due: its start in a closed loop,
         // its scheduled arrival in an open loop (so a backlog is never hidden).
-        let due = match per_client_rate {
-            None => now,
-            Some(rate) => {
+        let due = match &pace {
+            Pace::Closed => now,
+            Pace::Own(rate) => {
                 if next >= clock.t1 {
                     break;
                 }
-                if next > now {
-                    sleep_until(next.into()).await;
-                }
                 let due = next;
-                next += exp_interval(&mut rng, rate);
+                next += exp_interval(&mut rng, *rate);
                 due
             }
+            Pace::Shared(arrivals) => match arrivals.lock() {
+                Ok(mut a) if a.next < clock.t1 => a.take(),
+                _ => break,
+            },
         };
+        if due > now {
+            sleep_until(due.into()).await;
+        }
         let stmt = match &ctx.workload {
             Some(w) if ctx.prepared => w.prepared(&mut rng),
             Some(w) => Stmt::Text(w.query(&mut rng)),
@@ -342,12 +395,17 @@ async fn client_task(
                 _ => out.errors += 1,
             }
         }
-        if ok == Some(Answer::Shed) && per_client_rate.is_none() {
-            sleep_until((Instant::now() + SHED_BACKOFF).min(clock.t1).into()).await;
+        if ok == Some(Answer::Shed) && matches!(pace, Pace::Closed) {
+            let pause = shed_backoff(&mut rng, shed_streak);
+            shed_streak += 1;
+            sleep_until((Instant::now() + pause).min(clock.t1).into()).await;
+        } else {
+            shed_streak = 0;
         }
     }
-    // Open loop: arrivals due before the window closed that never even started.
-    if let Some(rate) = per_client_rate {
+    // Open loop: arrivals due before the window closed that never even started (a shared
+    // stream's leftovers are counted once, by `run_level`).
+    if let Pace::Own(rate) = pace {
         while next < clock.t1 {
             out.unfinished_us.push(us(clock.t1 - next));
             next += exp_interval(&mut rng, rate);
@@ -464,9 +522,9 @@ pub async fn run_level(
                 .collect()
         }
     };
-    let per_client_rate = match spec.arrival {
-        Arrival::Closed => None,
-        Arrival::Open { rate_qps } => Some(rate_qps / spec.clients as f64),
+    let own_pace = match spec.arrival {
+        Arrival::Closed => Pace::Closed,
+        Arrival::Open { rate_qps } => Pace::Own(rate_qps / spec.clients as f64),
     };
     let base = Instant::now();
     let clock = Arc::new(Clock {
@@ -474,16 +532,19 @@ pub async fn run_level(
         t0: base + spec.warmup,
         t1: base + spec.warmup + spec.window,
     });
+    let stream = spec
+        .open_stream
+        .map(|(_, rate)| Arc::new(Mutex::new(Arrivals::new(base, rate, ctx.seed ^ 0xF))));
     let mut tasks = Vec::with_capacity(spec.clients + open_clients);
     for (id, lane) in lanes.drain(..).enumerate() {
         // Experiment F: the last `open_clients` lanes carry the Poisson stream.
-        let (rate, open) = match spec.open_stream {
-            Some((n, total)) if id >= spec.clients => (Some(total / n as f64), true),
-            _ => (per_client_rate, false),
+        let (pace, open) = match &stream {
+            Some(s) if id >= spec.clients => (Pace::Shared(s.clone()), true),
+            _ => (own_pace.clone(), false),
         };
         let (ctx, clock) = (ctx.clone(), clock.clone());
         tasks.push(tokio::spawn(async move {
-            let mut o = client_task(id, lane, ctx, clock, rate).await;
+            let mut o = client_task(id, lane, ctx, clock, pace).await;
             o.open = open;
             o
         }));
@@ -506,6 +567,7 @@ pub async fn run_level(
     let (mut closed_hist, mut open_hist) = (stats::new_histogram(), stats::new_histogram());
     let mut counts = Vec::with_capacity(spec.clients);
     let mut errors = 0;
+    let mut queries: u64 = 0;
     let mut shed = 0;
     let mut unfinished = Vec::new();
     let mut leftover: Vec<Conn> = Vec::new();
@@ -518,7 +580,12 @@ pub async fn run_level(
         } else {
             closed_hist.add(&o.hist).context("merging histograms")?;
         }
-        counts.push(o.done);
+        // The open stream's connections are interchangeable lanes for one stream of
+        // arrivals: "clients served" and the spread are about the closed-loop clients.
+        if !o.open {
+            counts.push(o.done);
+        }
+        queries += o.done;
         errors += o.errors;
         shed += o.shed;
         unfinished.extend(o.unfinished_us);
@@ -526,6 +593,12 @@ pub async fn run_level(
             Lane::Own(Some(c)) => leftover.push(c),
             Lane::Own(None) => {}
             Lane::Shared(p) => shared = Some(p),
+        }
+    }
+    if let Some(mut a) = stream.as_ref().and_then(|s| s.lock().ok()) {
+        while a.next < clock.t1 {
+            let due = a.take();
+            unfinished.push(us(clock.t1 - due));
         }
     }
     if let Some(pool) = shared.and_then(|p| Arc::try_unwrap(p).ok()) {
@@ -540,7 +613,6 @@ pub async fn run_level(
     cache.conns = leftover;
 
     let window_s = spec.window.as_secs_f64();
-    let queries: u64 = counts.iter().sum();
     let qps = queries as f64 / window_s;
     let lat = stats::latency(&hist);
     let spread = stats::spread(&counts);

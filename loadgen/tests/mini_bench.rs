@@ -63,12 +63,15 @@ fn may_be_empty(col: &str, row: &HashMap<String, String>) -> bool {
     match col {
         "pool_size" => row["target"].starts_with("direct") || row["pool_mode"] == "auto",
         "rate_fraction" => row["arrival"] != "open",
-        "offered_qps" => row["arrival"] == "closed",
         "proxy_cpu_us_per_query" | "pool_mode" => {
             row["target"] != "proxy" && !row["target"].starts_with("sluice")
         }
         "idle_conns" => row["experiment"] != "D",
-        "open_clients" | "p99_closed_ms" | "p99_open_ms" => row["experiment"] != "F",
+        // F's peak row runs the closed-loop clients alone.
+        "offered_qps" => row["arrival"] == "closed",
+        "open_clients" | "p99_closed_ms" | "p99_open_ms" => {
+            row["experiment"] != "F" || row["arrival"] == "closed"
+        }
         // Only the admission-control row of F has a target.
         "max_queue_wait_ms" => true,
         "threads_running_mean" | "limit_mean" => row["experiment"] != "E",
@@ -253,12 +256,16 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
         if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
             assert!(cpus.contains("2") && cpus.contains("1"), "{cpus:?}");
         }
-        // Experiment F: direct, unbounded, max_queue_wait.
+        // Experiment F: the peak through sluice (closed loop only), then direct, unbounded
+        // and max_queue_wait with the open stream.
         let f = read_csv(&dir.join("expF_admission.csv"));
-        check_rows("F", &f, 3);
-        assert_eq!(f[0]["target"], "direct");
-        assert_eq!(f[2]["max_queue_wait_ms"], "200.0");
-        for r in &f {
+        check_rows("F", &f, 4);
+        assert_eq!(f[0]["target"], "proxy");
+        assert_eq!(f[0]["arrival"], "closed");
+        assert!(num(&f[0], "queries") > 0.0);
+        assert_eq!(f[1]["target"], "direct");
+        assert_eq!(f[3]["max_queue_wait_ms"], "200.0");
+        for r in &f[1..] {
             assert_eq!(r["arrival"], "closed+open");
             assert!(num(r, "open_clients") >= 1.0 && num(r, "offered_qps") > 0.0);
             assert!(num(r, "attempts") >= num(r, "queries") + num(r, "shed"));

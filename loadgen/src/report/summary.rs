@@ -62,7 +62,8 @@ fn table(
             r.p99_ms,
             r.p999_ms,
             r.max_ms,
-            format!("{}/{}", r.clients_served, r.clients),
+            // With an open stream, served counts the closed-loop clients (see LevelResult).
+            format!("{}/{}", r.clients_served, r.clients - r.open_clients.unwrap_or(0)),
             format!("{}/{}/{}", r.client_queries_min, r.client_queries_median, r.client_queries_max),
             r.jain_index,
             r.inflight_at_close,

@@ -200,9 +200,45 @@ impl Slots {
         Duration::from_micros(queued * self.service_us.load(Ordering::Relaxed) / size)
     }
 
+    /// Latency-target admission: `Err(expected wait)` when a statement arriving now should
+    /// be refused. `starved` is how long its session has gone without a slot. A session just
+    /// served may fill the queue to [`MIN_SHARE`] of `target`; the share grows with the
+    /// session's wait and reaches [`MAX_SHARE`] after [`FULL_SHARE_AFTER`] targets. Under
+    /// sustained overload the queue then sits in the top band, where only the longest-waiting
+    /// get in: a client that just finished, and so arrives the moment a place frees up,
+    /// cannot keep taking places from clients that are backing off after refusals.
+    pub fn admit(&self, target: Duration, starved: Duration) -> Result<(), Duration> {
+        let expected = self.expected_wait();
+        if expected <= admission_limit(target, starved) {
+            Ok(())
+        } else {
+            Err(expected)
+        }
+    }
+
     pub fn close(&self) {
         self.sem.close();
     }
+}
+
+/// The share of `max_queue_wait` that the expected wait may reach for a session just served.
+pub const MIN_SHARE: f64 = 0.4;
+/// The share for a session that waited [`FULL_SHARE_AFTER`] targets. It stays below 1: the
+/// expected wait is a mean, and the margin keeps most statements admitted on it from waiting
+/// out the whole target and being refused after all (the backstop in the session).
+pub const MAX_SHARE: f64 = 0.8;
+/// A session that has waited this many `max_queue_wait`s for a slot gets [`MAX_SHARE`].
+pub const FULL_SHARE_AFTER: u32 = 10;
+
+/// The expected wait up to which a session that has gone `starved` without a slot is admitted.
+pub fn admission_limit(target: Duration, starved: Duration) -> Duration {
+    let full = target.saturating_mul(FULL_SHARE_AFTER);
+    let grown = if full.is_zero() {
+        1.0
+    } else {
+        (starved.as_secs_f64() / full.as_secs_f64()).min(1.0)
+    };
+    target.mul_f64(MIN_SHARE + (MAX_SHARE - MIN_SHARE) * grown)
 }
 
 #[cfg(test)]
@@ -244,6 +280,53 @@ mod tests {
         let _b = slots.acquire(Duration::from_secs(1)).await.unwrap();
         // Full, nobody queued: one service time shared by two slots.
         assert_eq!(slots.expected_wait(), Duration::from_millis(5));
+    }
+
+    #[test]
+    fn the_admission_limit_grows_with_the_wait_since_the_last_slot() {
+        let t = Duration::from_millis(200);
+        assert_eq!(
+            admission_limit(t, Duration::ZERO),
+            Duration::from_millis(80)
+        );
+        assert_eq!(
+            admission_limit(t, Duration::from_secs(1)),
+            Duration::from_millis(120)
+        );
+        assert_eq!(
+            admission_limit(t, Duration::from_secs(2)),
+            Duration::from_millis(160)
+        );
+        assert_eq!(
+            admission_limit(t, Duration::from_secs(60)),
+            Duration::from_millis(160)
+        );
+        assert_eq!(
+            admission_limit(Duration::ZERO, Duration::ZERO),
+            Duration::ZERO
+        );
+    }
+
+    #[tokio::test]
+    async fn a_long_waiting_session_may_use_the_band_a_just_served_one_may_not() {
+        let slots = Slots::new(1);
+        let target = Duration::from_millis(150);
+        assert_eq!(slots.admit(target, Duration::ZERO), Ok(()));
+        slots.record_service(Duration::from_millis(100));
+        let _held = slots.acquire(Duration::from_secs(1)).await.unwrap();
+        // Expected wait 100 ms: under 0.8 of the target (120 ms), above 0.4 of it (60 ms).
+        assert_eq!(slots.admit(target, Duration::from_secs(5)), Ok(()));
+        assert_eq!(
+            slots.admit(target, Duration::ZERO),
+            Err(Duration::from_millis(100))
+        );
+        assert!(slots
+            .admit(Duration::from_millis(110), Duration::from_secs(5))
+            .is_err());
+        assert_eq!(
+            slots.admit(Duration::from_millis(250), Duration::ZERO),
+            Ok(())
+        );
     }
 
     #[tokio::test]

@@ -52,6 +52,9 @@ pub struct Session {
     /// more than pool_size.
     backend: Option<PooledBackend>,
     slot: Option<Slot>,
+    /// When this session last got an execution slot (its login before the first): admission
+    /// control lets those who waited longest fill the top of the queue.
+    last_served: Instant,
     /// Resolves when the drain deadline passes (registered once per session).
     hard_stop: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
     /// This client's prepared statements, by the ids sluice gave it.
@@ -157,6 +160,7 @@ impl Session {
             state: SessionState::new(None)
                 .with_multi_statements(caps.contains(Capabilities::CLIENT_MULTI_STATEMENTS)),
             slot: None,
+            last_served: Instant::now(),
             backend: None,
             stmts: prepared::ClientStmts::default(),
             reg,
@@ -353,12 +357,11 @@ impl Session {
             // The admission estimate can be wrong (a burst right after cheap statements):
             // a statement admitted under max_queue_wait still never waits longer than it.
             let shed_after = config.max_queue_wait.filter(|t| *t < left);
-            let slot = self
-                .ctx
-                .pool
-                .acquire_slot(shed_after.unwrap_or(left))
-                .await
-                .map_err(|e| match (shed_after, &e) {
+            let acquired = self.ctx.pool.acquire_slot(shed_after.unwrap_or(left)).await;
+            if acquired.is_ok() {
+                self.last_served = Instant::now();
+            }
+            let slot = acquired.map_err(|e| match (shed_after, &e) {
                     (_, pool::Error::QueueTimeout { waited, .. }) if !self.ctx.pool.backend_up() => {
                         self.pool_error(&pool::Error::BackendDown {
                             view: Box::new(self.ctx.pool.outage()),
@@ -403,10 +406,10 @@ impl Session {
         let Some(target) = config.max_queue_wait else {
             return Ok(());
         };
-        let expected = self.ctx.pool.slots().expected_wait();
-        if expected <= target {
+        let starved = self.last_served.elapsed();
+        let Err(expected) = self.ctx.pool.slots().admit(target, starved) else {
             return Ok(());
-        }
+        };
         Stats::incr(&self.ctx.stats.shed);
         let msg = format!(
             "sluice is overloaded: the expected queue wait {} exceeds max_queue_wait {}; retry shortly",
