@@ -18,6 +18,30 @@ use crate::report::TimelineRow;
 /// Timeline sampling period (the limiter's own tick).
 const SAMPLE: Duration = Duration::from_millis(250);
 
+/// In E's paired rounds, auto's measured window starts this long after sluice did: the
+/// issue's "within 10 s of start".
+const ROUND_AUTO_START: Duration = Duration::from_secs(10);
+
+/// E's paired rounds: fixed-P and auto QPS of each round, and the ratio of their means.
+#[derive(Debug, PartialEq)]
+pub struct Rounds {
+    pub fixed: Vec<f64>,
+    pub auto: Vec<f64>,
+    pub ratio: f64,
+}
+
+/// Pairs the `E2` rows by round (each round has one fixed and one auto row, in either order).
+pub fn rounds(rows: &[(bool, f64)]) -> Option<Rounds> {
+    let fixed: Vec<f64> = rows.iter().filter(|r| !r.0).map(|r| r.1).collect();
+    let auto: Vec<f64> = rows.iter().filter(|r| r.0).map(|r| r.1).collect();
+    let (f, a) = (mean(fixed.iter().copied())?, mean(auto.iter().copied())?);
+    (f > 0.0).then(|| Rounds {
+        ratio: a / f,
+        fixed,
+        auto,
+    })
+}
+
 /// How one E configuration runs.
 #[cfg_attr(not(feature = "proxy"), allow(dead_code))]
 #[derive(Clone, Copy, Debug)]
@@ -152,15 +176,35 @@ impl Run<'_> {
         let result = async {
             for &p in &self.s.pool_sizes.clone() {
                 let qps = self
-                    .adaptive_config(&backend_addr, PoolCfg::Fixed(p), None, cpus_now)
+                    .adaptive_config(&backend_addr, PoolCfg::Fixed(p), None, cpus_now, None)
                     .await?;
                 if fixed_best.is_none_or(|(_, q)| qps > q) {
                     fixed_best = Some((p, qps));
                 }
             }
             let repin_plan = repin.map(|pid| (pid, self.s.adaptive / 2, wide[..1].to_vec()));
-            self.adaptive_config(&backend_addr, PoolCfg::Auto, repin_plan, cpus_now)
-                .await
+            self.adaptive_config(&backend_addr, PoolCfg::Auto, repin_plan, cpus_now, None)
+                .await?;
+            if repin.is_some() {
+                if let Some(pid) = self.server_pid {
+                    dbkit::affinity::pin_process(pid, &wide)?;
+                }
+            }
+            // Paired rounds: the best fixed P and a fresh auto, alternating (ABBA), so host
+            // drift and the sweep's luck of the draw cancel out of the comparison.
+            if let Some((p, _)) = fixed_best {
+                for round in 1..=self.s.adaptive_rounds {
+                    let mut order = [PoolCfg::Fixed(p), PoolCfg::Auto];
+                    if round % 2 == 0 {
+                        order.reverse();
+                    }
+                    for cfg in order {
+                        self.adaptive_config(&backend_addr, cfg, None, cpus_now, Some(round))
+                            .await?;
+                    }
+                }
+            }
+            anyhow::Ok(())
         }
         .await;
         if let Some(pid) = repin {
@@ -179,7 +223,9 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// One E configuration: the level plus its timeline. Returns the level's QPS.
+    /// One E configuration: the level plus its timeline. Returns the level's QPS. In a
+    /// paired `round` (experiment id `E2`), auto is measured over the same window as a fixed
+    /// P, after [`ROUND_AUTO_START`] of finding its limit.
     #[cfg(feature = "proxy")]
     async fn adaptive_config(
         &mut self,
@@ -187,6 +233,7 @@ impl Run<'_> {
         cfg: PoolCfg,
         repin: Option<(u32, Duration, Vec<usize>)>,
         cpus_now: Option<usize>,
+        round: Option<usize>,
     ) -> Result<f64> {
         let clients = self.s.client_threads;
         let max = self.s.pool_sizes.iter().copied().max().unwrap_or(64).max(1) as u32;
@@ -210,18 +257,27 @@ impl Run<'_> {
         let mut ctx = self.ctx(&proxy.url(), Some(self.workload))?;
         let completed = Arc::new(AtomicU64::new(0));
         ctx.completed = Some(completed.clone());
-        let mut spec = self.spec("E", "proxy", crate::level::Mode::Direct, clients);
-        match cfg {
-            PoolCfg::Fixed(p) => {
+        let experiment = if round.is_some() { "E2" } else { "E" };
+        let mut spec = self.spec(experiment, "proxy", crate::level::Mode::Direct, clients);
+        match (cfg, round) {
+            (PoolCfg::Fixed(p), _) => {
                 spec.proxy_pool = Some(p);
                 spec.pool_mode = Some("fixed");
             }
-            PoolCfg::Auto => {
+            (PoolCfg::Auto, None) => {
                 spec.pool_mode = Some("auto");
                 spec.warmup = Duration::ZERO;
                 spec.window = self.s.adaptive;
             }
+            (PoolCfg::Auto, Some(_)) => {
+                spec.pool_mode = Some("auto");
+                spec.warmup = ROUND_AUTO_START;
+            }
         }
+        let name = match round {
+            Some(r) => format!("round {r} {}", cfg.name()),
+            None => cfg.name(),
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let sampler = tokio::spawn(sample(
             crate::workload::conn_opts(&self.server_url)?,
@@ -230,9 +286,9 @@ impl Run<'_> {
             stop.clone(),
             repin,
             cpus_now,
-            cfg.name(),
+            name.clone(),
         ));
-        let label = format!("E: {clients} clients, sluice {}", cfg.name());
+        let label = format!("E: {clients} clients, sluice {name}");
         let _ticker = self
             .progress
             .level(label.clone(), spec.warmup + spec.window);
@@ -246,12 +302,8 @@ impl Run<'_> {
         let end = (spec.warmup + spec.window).as_secs_f64() + SAMPLE.as_secs_f64() / 2.0;
         samples.retain(|s| s.t_s <= end);
         let mut row = level?;
-        // The timeline's averages over the measured window (all of it for auto).
-        let from = if matches!(cfg, PoolCfg::Auto) {
-            0.0
-        } else {
-            spec.warmup.as_secs_f64()
-        };
+        // The timeline's averages over the measured window (all of it for E's auto run).
+        let from = spec.warmup.as_secs_f64();
         let inside: Vec<&TimelineRow> = samples.iter().filter(|s| s.t_s >= from).collect();
         row.threads_running_mean = mean(
             inside
@@ -259,7 +311,7 @@ impl Run<'_> {
                 .filter_map(|s| s.threads_running.map(|t| t as f64)),
         );
         row.limit_mean = mean(inside.iter().map(|s| f64::from(s.limit)));
-        if matches!(cfg, PoolCfg::Auto) {
+        if matches!(cfg, PoolCfg::Auto) && round.is_none() {
             row.backend_conns = samples.iter().map(|s| s.limit as usize).max().unwrap_or(0);
             if let Some(t) = repinned {
                 self.report.meta("e_repin_at_s", format!("{t:.2}"));
@@ -330,6 +382,30 @@ impl Run<'_> {
                 fmt(f.follow_s, " s")
             )),
             None => lines.push("the server was not re-pinned (not a local process, or one CPU)".into()),
+        }
+        let paired: Vec<(bool, f64)> = self
+            .report
+            .rows_of("E2")
+            .iter()
+            .map(|r| (r.pool_mode.as_deref() == Some("auto"), r.qps))
+            .collect();
+        if let Some(r) = rounds(&paired) {
+            let list = |v: &[f64]| {
+                v.iter()
+                    .map(|q| format!("{q:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            lines.push(format!(
+                "paired rounds (fixed P={best_p} and a fresh auto alternating, auto measured from {} s after start, \
+                 same window): fixed {} QPS, auto {} QPS; auto / fixed = {:.1}% of the means (goal >= 95%).",
+                ROUND_AUTO_START.as_secs(),
+                list(&r.fixed),
+                list(&r.auto),
+                100.0 * r.ratio
+            ));
+            self.report
+                .meta("e_rounds_auto_ratio_vs_fixed", format!("{:.3}", r.ratio));
         }
         if self.s.host_cpus.len() <= 2 {
             lines.push(format!(
@@ -610,6 +686,16 @@ mod tests {
             server_cpus: Some(2),
             reason: String::new(),
         }
+    }
+
+    #[test]
+    fn rounds_pair_fixed_and_auto_rows_in_either_order() {
+        let r = rounds(&[(false, 200.0), (true, 190.0), (true, 210.0), (false, 220.0)]).unwrap();
+        assert_eq!(r.fixed, vec![200.0, 220.0]);
+        assert_eq!(r.auto, vec![190.0, 210.0]);
+        assert!((r.ratio - 200.0 / 210.0).abs() < 1e-9);
+        assert_eq!(rounds(&[(false, 200.0)]), None);
+        assert_eq!(rounds(&[]), None);
     }
 
     #[test]

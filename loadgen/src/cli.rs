@@ -173,6 +173,9 @@ pub struct Common {
     /// Experiment E: seconds of the `pool_size = auto` run (the re-pin happens half-way).
     #[arg(long, env = "ADAPTIVE_S", value_parser = parse_positive_secs, global = true)]
     pub adaptive_s: Option<f64>,
+    /// Experiment E: paired rounds of the best fixed P against a fresh auto, after the sweep.
+    #[arg(long, env = "ADAPTIVE_ROUNDS", global = true)]
+    pub adaptive_rounds: Option<usize>,
     /// Experiment F: sluice's max_queue_wait for the admission row, ms.
     #[arg(long, env = "MAX_QUEUE_WAIT_MS", value_parser = parse_positive_u32, global = true)]
     pub max_queue_wait_ms: Option<u32>,

@@ -62,6 +62,8 @@ pub struct Settings {
     pub open_pool_size: Option<usize>,
     /// Experiment E: length of the `auto` run.
     pub adaptive: Duration,
+    /// Experiment E: paired rounds of best fixed P against auto.
+    pub adaptive_rounds: usize,
     /// Experiment F: max_queue_wait of the admission row.
     pub max_queue_wait: Duration,
     /// Experiment F: open-loop rate as a multiple of the peak.
@@ -181,6 +183,7 @@ impl Settings {
             } else {
                 40.0
             })),
+            adaptive_rounds: c.adaptive_rounds.unwrap_or(if quick { 1 } else { 3 }),
             max_queue_wait: Duration::from_millis(u64::from(c.max_queue_wait_ms.unwrap_or(200))),
             admission_load: c.admission_load.unwrap_or(1.5),
             seed: c.seed,

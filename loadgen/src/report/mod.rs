@@ -20,6 +20,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("overhead", "overhead.csv"),
     ("D", "expD_idle.csv"),
     ("E", "expE_adaptive.csv"),
+    ("E2", "expE_rounds.csv"),
     ("F", "expF_admission.csv"),
     ("S", "expS_sessions.csv"),
 ];
