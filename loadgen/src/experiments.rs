@@ -464,9 +464,14 @@ impl Run<'_> {
         let server = dbkit::TestServer::from_url(&self.server_url).map_err(anyhow::Error::msg)?;
         let backend_addr = format!("{}:{}", server.host, server.port);
         let direct = self.ctx(&self.server_url, None)?;
-        // [direct, bare relay, sluice] p50 at 1 client, and relay/sluice CPU per query at 64.
-        let mut p50 = [0.0f64; 3];
-        let mut cpu64 = [None, None];
+        // With a local server, sluice also reaches it over its Unix socket (one TCP leg fewer).
+        let unix_backend = local_socket(&mut self.monitor)
+            .await
+            .map(|p| format!("unix:{p}"));
+        // [direct, bare relay, sluice, sluice over the socket] p50 at 1 client, and
+        // relay / sluice / sluice-over-socket CPU per query at 64.
+        let mut p50 = [None; 4];
+        let mut cpu64 = [None, None, None];
         for clients in [1usize, 64] {
             let spec = self.spec("overhead", "direct", Mode::Direct, clients);
             self.measure(
@@ -501,55 +506,60 @@ impl Run<'_> {
             let floor_p50 = floor_row.map(|r| r.p50_ms).unwrap_or(0.0);
             let floor_cpu = floor_row.and_then(|r| r.proxy_cpu_us_per_query);
 
-            // P = clients: no pool queueing, so the difference is the relay alone.
-            let proxy = crate::proxy_mode::InProcessProxy::start(
-                &backend_addr,
-                clients,
-                &self.s.loadgen_cpus,
-            )
-            .await?;
-            let via = self.ctx(&proxy.url(), None)?;
-            let mut spec = self.spec("overhead", "proxy", Mode::Direct, clients);
-            spec.proxy_pool = Some(clients);
-            spec.pool_mode = Some("fixed");
-            let mut cache = ConnCache::default();
-            let r = self
-                .measure_with(
-                    &via,
-                    spec,
-                    format!("SELECT 1: {clients} clients, sluice"),
-                    &mut cache,
-                )
-                .await;
-            cache.close().await;
-            proxy.stop().await;
-            r?;
-            let last = self.report.rows.last();
+            let mut sluice = [None, None];
+            let backends = [Some(backend_addr.clone()), unix_backend.clone()];
+            for (i, backend) in backends.iter().enumerate() {
+                let Some(backend) = backend else { continue };
+                let (target, label) = match i {
+                    0 => ("proxy", "sluice"),
+                    _ => ("proxy-unix", "sluice, backend on the Unix socket"),
+                };
+                sluice[i] = Some(
+                    self.overhead_sluice(backend, clients, target, label)
+                        .await?,
+                );
+            }
             if clients == 1 {
-                p50 = [direct_p50, floor_p50, last.map(|r| r.p50_ms).unwrap_or(0.0)];
+                p50 = [
+                    Some(direct_p50),
+                    Some(floor_p50),
+                    sluice[0].map(|r| r.0),
+                    sluice[1].map(|r| r.0),
+                ];
             } else {
-                cpu64 = [floor_cpu, last.and_then(|r| r.proxy_cpu_us_per_query)];
+                cpu64 = [
+                    floor_cpu,
+                    sluice[0].and_then(|r| r.1),
+                    sluice[1].and_then(|r| r.1),
+                ];
             }
         }
+        let minus = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a - b);
         let meta = [
-            ("overhead_direct_p50_ms_1_client", Some(p50[0])),
-            ("overhead_relay_p50_ms_1_client", Some(p50[1])),
-            ("overhead_sluice_p50_ms_1_client", Some(p50[2])),
-            ("overhead_added_p50_ms_1_client", Some(p50[2] - p50[0])),
+            ("overhead_direct_p50_ms_1_client", p50[0]),
+            ("overhead_relay_p50_ms_1_client", p50[1]),
+            ("overhead_sluice_p50_ms_1_client", p50[2]),
+            ("overhead_added_p50_ms_1_client", minus(p50[2], p50[0])),
             (
                 "overhead_relay_added_p50_ms_1_client",
-                Some(p50[1] - p50[0]),
+                minus(p50[1], p50[0]),
             ),
             (
                 "overhead_sluice_over_relay_p50_ms_1_client",
-                Some(p50[2] - p50[1]),
+                minus(p50[2], p50[1]),
+            ),
+            ("overhead_sluice_unix_p50_ms_1_client", p50[3]),
+            (
+                "overhead_sluice_unix_added_p50_ms_1_client",
+                minus(p50[3], p50[0]),
             ),
             ("overhead_relay_cpu_us_per_query_64_clients", cpu64[0]),
             ("overhead_sluice_cpu_us_per_query_64_clients", cpu64[1]),
             (
                 "overhead_sluice_over_relay_cpu_us_per_query_64_clients",
-                cpu64[0].zip(cpu64[1]).map(|(f, s)| s - f),
+                minus(cpu64[1], cpu64[0]),
             ),
+            ("overhead_sluice_unix_cpu_us_per_query_64_clients", cpu64[2]),
         ];
         for (key, value) in meta {
             if let Some(v) = value {
@@ -557,6 +567,43 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+
+    /// One overhead row through an in-process sluice at `backend` with P = clients (no pool
+    /// queueing, so the difference from direct is the relay alone). Returns p50 (ms) and
+    /// sluice's CPU per query (µs).
+    #[cfg(feature = "proxy")]
+    async fn overhead_sluice(
+        &mut self,
+        backend: &str,
+        clients: usize,
+        target: &'static str,
+        label: &str,
+    ) -> Result<(f64, Option<f64>)> {
+        let proxy =
+            crate::proxy_mode::InProcessProxy::start(backend, clients, &self.s.loadgen_cpus)
+                .await?;
+        let via = self.ctx(&proxy.url(), None)?;
+        let mut spec = self.spec("overhead", target, Mode::Direct, clients);
+        spec.proxy_pool = Some(clients);
+        spec.pool_mode = Some("fixed");
+        let mut cache = ConnCache::default();
+        let r = self
+            .measure_with(
+                &via,
+                spec,
+                format!("SELECT 1: {clients} clients, {label}"),
+                &mut cache,
+            )
+            .await;
+        cache.close().await;
+        proxy.stop().await;
+        r?;
+        let last = self.report.rows.last();
+        Ok((
+            last.map(|r| r.p50_ms).unwrap_or(0.0),
+            last.and_then(|r| r.proxy_cpu_us_per_query),
+        ))
     }
 
     #[cfg(not(feature = "proxy"))]
@@ -570,6 +617,14 @@ impl Run<'_> {
     async fn overhead(&mut self) -> Result<()> {
         anyhow::bail!("`overhead` needs loadgen built with the `proxy` feature")
     }
+}
+
+/// The server's Unix socket, when it has one this process can reach (a local server).
+#[cfg(feature = "proxy")]
+async fn local_socket(monitor: &mut mysql_async::Conn) -> Option<String> {
+    use mysql_async::prelude::Queryable;
+    let path: Option<String> = monitor.query_first("SELECT @@socket").await.ok().flatten();
+    path.filter(|p| std::path::Path::new(p).exists())
 }
 
 const UNDEFINED: &str = "undefined (no query finished in the window)";

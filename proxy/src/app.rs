@@ -5,12 +5,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ConfigError};
 use crate::conn::client::{offered_caps, HandshakeContext};
-use crate::conn::PacketStream;
 use crate::context::Context;
 use crate::protocol::{flags, Capabilities, Handshake};
 
@@ -264,8 +263,10 @@ async fn maintenance(ctx: Arc<Context>) {
 /// Reads the backend's greeting to learn its version string, capabilities and collation.
 async fn probe_backend(addr: &str, timeout: Duration) -> Option<Handshake> {
     let probe = async {
-        let socket = TcpStream::connect(addr).await.ok()?;
-        let mut stream = PacketStream::new(socket, 1 << 20);
+        let mut stream = crate::conn::endpoint::Endpoint::parse(addr)
+            .connect(1 << 20, crate::conn::stream::CLIENT_READ_CHUNK)
+            .await
+            .ok()?;
         let span = stream.next_packet().await.ok()??;
         let hs = Handshake::decode(&stream.payload(&span)).ok();
         stream.shutdown().await;

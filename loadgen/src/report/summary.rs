@@ -228,7 +228,8 @@ pub fn render(rep: &Report) -> String {
     if !ov.is_empty() {
         let _ = writeln!(
             out,
-            "\nOverhead: SELECT 1, direct vs a bare TCP relay (the floor any proxy pays on this host) vs sluice"
+            "\nOverhead: SELECT 1, direct vs a bare TCP relay (the floor any proxy pays on this host) vs sluice \
+             (proxy: backend over TCP; proxy-unix: over the server's Unix socket)"
         );
         table(&mut out, &ov, "target", |r| r.target.to_string());
         for k in [
@@ -238,6 +239,8 @@ pub fn render(rep: &Report) -> String {
             "overhead_relay_cpu_us_per_query_64_clients",
             "overhead_sluice_cpu_us_per_query_64_clients",
             "overhead_sluice_over_relay_cpu_us_per_query_64_clients",
+            "overhead_sluice_unix_added_p50_ms_1_client",
+            "overhead_sluice_unix_cpu_us_per_query_64_clients",
         ] {
             if let Some((_, v)) = rep.meta.iter().find(|(key, _)| key == k) {
                 let _ = writeln!(out, "{k}: {v}");

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use super::file::{FileUser, Scalar};
 use super::values::{
-    check_host_port, format_bytes, format_duration, is_off, parse_bool, parse_bytes,
-    parse_duration, parse_u32, Secret,
+    check_backend, format_bytes, format_duration, is_off, parse_bool, parse_bytes, parse_duration,
+    parse_u32, Secret,
 };
 use super::Config;
 
@@ -112,8 +112,8 @@ macro_rules! settings {
 settings! {
     listen, "SLUICE_LISTEN", "--listen", "127.0.0.1:6033", "address", false,
         "Address clients connect to (`ip:port`; port 0 picks a free port).";
-    backend, "SLUICE_BACKEND", "--backend", "127.0.0.1:3306", "host:port", false,
-        "The MySQL or MariaDB server. A host name is resolved at every connect.";
+    backend, "SLUICE_BACKEND", "--backend", "127.0.0.1:3306", "host:port or unix:/path", false,
+        "The MySQL or MariaDB server: host:port over TCP (a host name is resolved at every connect), or its Unix socket on this host as unix:/path/to/mysqld.sock (or just the absolute path), which saves the TCP stack's CPU on both sides. A Unix socket carries no TLS: backend_tls must be disabled or preferred with it.";
     backend_user, "SLUICE_BACKEND_USER", "--backend-user", "", "name", true,
         "User sluice logs in to the backend as, for users without their own `backend_user`. Unset: each client's own name (pass-through).";
     backend_password, "SLUICE_BACKEND_PASSWORD", "--backend-password", "", "password", true,
@@ -200,7 +200,7 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
     match key {
         "listen" => cfg.listen = parse_addr(raw)?,
         "backend" => {
-            check_host_port(raw.trim())?;
+            check_backend(raw.trim())?;
             cfg.backend = raw.trim().to_string();
         }
         "backend_user" => cfg.backend_user = opt_string(raw),

@@ -163,6 +163,29 @@ fn reload_rereads_the_file_and_keeps_flags() {
 }
 
 #[test]
+fn a_backend_may_be_a_unix_socket_with_an_absolute_path_and_no_tls() {
+    for ok in ["unix:/run/mysqld/mysqld.sock", "/tmp/mysql.sock"] {
+        let text = format!("backend = \"{ok}\"\n{MINIMAL}");
+        let cfg = Config::from_toml_str(&text).expect(ok);
+        assert_eq!(cfg.backend, ok);
+    }
+    let errs = invalid(Config::from_toml_str(&format!(
+        "backend = \"unix:mysqld.sock\"\n{MINIMAL}"
+    )));
+    assert!(
+        errs.iter().any(|m| m.contains("needs an absolute path")),
+        "{errs:?}"
+    );
+    let errs = invalid(Config::from_toml_str(&format!(
+        "backend = \"unix:/run/mysqld/mysqld.sock\"\nbackend_tls = \"required\"\n{MINIMAL}"
+    )));
+    assert!(
+        errs.iter().any(|m| m.contains("carries no TLS")),
+        "{errs:?}"
+    );
+}
+
+#[test]
 fn validation_reports_every_problem_with_advice() {
     let text = r#"
 pool_size = 0
@@ -422,7 +445,7 @@ fn every_flag_reaches_the_config() {
     // A sample value per unit that differs from every default.
     let sample = |unit: &str| match unit {
         "address" => "127.0.0.1:7777",
-        "host:port" => "db:3307",
+        "host:port" | "host:port or unix:/path" => "db:3307",
         "duration" => "3s",
         "bytes" => "2MiB",
         "bool" => "true",

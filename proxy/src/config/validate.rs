@@ -128,6 +128,14 @@ impl Config {
             }
             _ => {}
         }
+        if self.backend_tls.requires_tls()
+            && crate::conn::endpoint::Endpoint::parse(&self.backend).is_unix()
+        {
+            e.push(format!(
+                "backend_tls = {} cannot be used with the Unix socket {:?}: a local socket carries no TLS (MySQL counts it as secure); use disabled or preferred, or a host:port backend",
+                self.backend_tls, self.backend
+            ));
+        }
         if self.backend_tls.verifies() && self.backend_tls_ca.is_none() {
             e.push(format!(
                 "backend_tls = {} needs backend_tls_ca (the PEM file of the CA that signed the backend's certificate)",

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tokio::net::TcpStream;
 
 use super::stmts::BackendStmts;
 use super::{Error, PacketStream};
@@ -149,12 +148,9 @@ impl BackendConn {
     }
 
     async fn connect_inner(target: &BackendTarget, key: PoolKey) -> Result<BackendConn, Error> {
-        let socket = TcpStream::connect(target.addr.as_str()).await?;
-        let mut stream = PacketStream::with_read_chunk(
-            socket,
-            target.max_payload,
-            super::stream::BACKEND_READ_CHUNK,
-        );
+        let mut stream = super::endpoint::Endpoint::parse(&target.addr)
+            .connect(target.max_payload, super::stream::BACKEND_READ_CHUNK)
+            .await?;
         let span = stream.expect_packet().await?;
         let greeting = stream.payload(&span).into_owned();
         let seq = span.last_seq;

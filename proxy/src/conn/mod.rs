@@ -1,10 +1,11 @@
-//! Sockets: framing over TCP (`stream`), the client-facing handshake (`client`), client TLS
-//! (`tls`), backend connections (`backend`) and the per-address login backoff
-//! (`auth_failures`). No pool policy lives here.
+//! Sockets: framing over TCP or a Unix socket (`stream`), the backend's address (`endpoint`),
+//! the client-facing handshake (`client`), client TLS (`tls`), backend connections (`backend`)
+//! and the per-address login backoff (`auth_failures`). No pool policy lives here.
 
 pub mod auth_failures;
 pub mod backend;
 pub mod client;
+pub mod endpoint;
 pub mod stmts;
 pub mod stream;
 pub mod tls;

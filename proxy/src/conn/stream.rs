@@ -1,5 +1,5 @@
-//! `PacketStream`: one TCP socket (plain or TLS) with a read buffer and a write buffer, framed
-//! as MySQL packets.
+//! `PacketStream`: one socket (TCP, TLS over TCP, or a backend's Unix socket) with a read
+//! buffer and a write buffer, framed as MySQL packets.
 //!
 //! It knows the 4-byte header (through `protocol::frame`) and nothing about what packets mean.
 //! Reads hand out whole logical packets in place (no copy); writes are buffered until `flush`.
@@ -8,7 +8,7 @@ use bytes::{Buf, BytesMut};
 use std::borrow::Cow;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
@@ -31,6 +31,8 @@ enum Transport {
     Tls(Box<TlsStream<TcpStream>>),
     /// sluice's side of a TLS backend connection.
     TlsClient(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    /// A backend on this host, through its Unix socket (no TCP stack on either side).
+    Unix(UnixStream),
     /// Only while `upgrade_server_tls` moves the socket; a failed upgrade leaves it here.
     Detached,
 }
@@ -63,6 +65,18 @@ impl PacketStream {
         }
     }
 
+    /// A backend connection over a Unix socket.
+    pub fn unix(socket: UnixStream, max_payload: usize, read_chunk: usize) -> Self {
+        PacketStream {
+            socket: Transport::Unix(socket),
+            rbuf: BytesMut::new(),
+            wbuf: BytesMut::new(),
+            max_payload,
+            read_chunk,
+            written: 0,
+        }
+    }
+
     pub fn bytes_written(&self) -> u64 {
         self.written
     }
@@ -82,13 +96,17 @@ impl PacketStream {
             Transport::Plain(s) => s.peer_addr().ok(),
             Transport::Tls(s) => s.get_ref().0.peer_addr().ok(),
             Transport::TlsClient(s) => s.get_ref().0.peer_addr().ok(),
-            Transport::Detached => None,
+            Transport::Unix(_) | Transport::Detached => None,
         }
     }
 
-    /// True once the socket carries TLS.
+    /// True once the socket carries TLS, or for a Unix socket, which MySQL counts as secure
+    /// transport too (a password may cross it in clear).
     pub fn is_secure(&self) -> bool {
-        matches!(self.socket, Transport::Tls(_) | Transport::TlsClient(_))
+        matches!(
+            self.socket,
+            Transport::Tls(_) | Transport::TlsClient(_) | Transport::Unix(_)
+        )
     }
 
     /// Runs the server side of a TLS handshake on the plain socket (after the client's
@@ -115,14 +133,15 @@ impl PacketStream {
         if !self.rbuf.is_empty() {
             return true;
         }
-        let tcp = match &self.socket {
-            Transport::Plain(s) => s,
-            Transport::Tls(s) => s.get_ref().0,
-            Transport::TlsClient(s) => s.get_ref().0,
+        let mut probe = [0u8; 1];
+        let read = match &self.socket {
+            Transport::Plain(s) => s.try_read(&mut probe),
+            Transport::Tls(s) => s.get_ref().0.try_read(&mut probe),
+            Transport::TlsClient(s) => s.get_ref().0.try_read(&mut probe),
+            Transport::Unix(s) => s.try_read(&mut probe),
             Transport::Detached => return true,
         };
-        let mut probe = [0u8; 1];
-        !matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+        !matches!(read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
     }
 
     /// Runs the client side of a TLS handshake with a backend (after sluice's SSLRequest).
@@ -213,6 +232,7 @@ impl PacketStream {
             Transport::Plain(s) => s.read_buf(&mut self.rbuf).await?,
             Transport::Tls(s) => s.read_buf(&mut self.rbuf).await?,
             Transport::TlsClient(s) => s.read_buf(&mut self.rbuf).await?,
+            Transport::Unix(s) => s.read_buf(&mut self.rbuf).await?,
             Transport::Detached => return Err(Error::Closed),
         };
         Ok(n > 0)
@@ -269,6 +289,7 @@ impl PacketStream {
                     s.write_all(&self.wbuf).await?;
                     s.flush().await
                 }
+                Transport::Unix(s) => s.write_all(&self.wbuf).await,
                 Transport::Detached => Err(std::io::ErrorKind::NotConnected.into()),
             }
         };
@@ -296,6 +317,7 @@ impl PacketStream {
             // Sends close_notify, then shuts the TCP write side.
             Transport::Tls(s) => s.shutdown().await,
             Transport::TlsClient(s) => s.shutdown().await,
+            Transport::Unix(s) => s.shutdown().await,
             Transport::Detached => Ok(()),
         };
     }

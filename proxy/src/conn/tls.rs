@@ -68,7 +68,10 @@ pub fn load_backend_tls(
     ca: Option<&Path>,
     backend_addr: &str,
 ) -> Result<Option<Arc<BackendTls>>, TlsError> {
-    if mode == BackendTlsMode::Disabled {
+    // A Unix socket never carries TLS: it is local, and MySQL counts it as secure transport
+    // (validation refuses the modes that demand TLS with one).
+    if mode == BackendTlsMode::Disabled || super::endpoint::Endpoint::parse(backend_addr).is_unix()
+    {
         return Ok(None);
     }
     let host = backend_addr

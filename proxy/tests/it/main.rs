@@ -19,3 +19,4 @@ mod isolation;
 mod reliability;
 mod set_option;
 mod tls;
+mod unix_backend;
