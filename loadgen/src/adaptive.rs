@@ -465,10 +465,7 @@ impl Run<'_> {
         let mut spec = self.spec("F", "direct", crate::level::Mode::Direct, clients);
         spec.open_stream = Some((open_n, rate));
         let label = format!("F: {clients}+{open_n} open, direct");
-        let mut cache = crate::level::ConnCache::default();
-        let r = self.measure_with(&direct, spec, label, &mut cache).await;
-        cache.close().await;
-        r?;
+        self.measure_fresh(&direct, spec, label).await?;
         for queue_wait in [None, Some(self.s.max_queue_wait)] {
             self.admission_proxy_row(&backend_addr, pool, Some((open_n, rate)), queue_wait)
                 .await?;
@@ -500,7 +497,6 @@ impl Run<'_> {
             },
         )
         .await?;
-        let ctx = self.ctx(&proxy.url(), Some(self.workload))?;
         let mut spec = self.spec("F", "proxy", crate::level::Mode::Direct, clients);
         spec.open_stream = open_stream;
         spec.proxy_pool = Some(pool);
@@ -512,11 +508,8 @@ impl Run<'_> {
             (Some((n, _)), None) => format!("F: {clients}+{n} open, sluice unbounded"),
             (Some((n, _)), Some(_)) => format!("F: {clients}+{n} open, sluice {target_ms:.0} ms"),
         };
-        let mut cache = crate::level::ConnCache::default();
-        let r = self.measure_with(&ctx, spec, label, &mut cache).await;
-        cache.close().await;
-        proxy.stop().await;
-        r?;
+        self.measure_via(proxy, Some(self.workload), spec, label)
+            .await?;
         Ok(self.report.rows_of("F").last().map_or(0.0, |r| r.qps))
     }
 

@@ -218,13 +218,11 @@ impl Run<'_> {
             spec.idle_conns = Some(n);
             spec.proxy_pool = pool;
             spec.pool_mode = pool.map(|_| "fixed");
-            let mut cache = ConnCache::default();
             let label = format!(
                 "D: {IDLE_ACTIVE_CLIENTS} active {}, {n} idle, {target}",
                 workload.mix.label()
             );
-            let r = self.measure_with(&ctx, spec, label, &mut cache).await;
-            cache.close().await;
+            let r = self.measure_fresh(&ctx, spec, label).await;
             crate::level::close_conns(idle).await;
             r?;
         }
@@ -286,6 +284,34 @@ impl Run<'_> {
         let mut cache = std::mem::take(&mut self.cache);
         let r = self.measure_with(ctx, spec, label, &mut cache).await;
         self.cache = cache;
+        r
+    }
+
+    /// [`measure_with`](Self::measure_with) on connections of its own, closed afterwards.
+    pub(crate) async fn measure_fresh(
+        &mut self,
+        ctx: &LevelCtx,
+        spec: LevelSpec,
+        label: String,
+    ) -> Result<()> {
+        let mut cache = ConnCache::default();
+        let r = self.measure_with(ctx, spec, label, &mut cache).await;
+        cache.close().await;
+        r
+    }
+
+    /// One level through an in-process sluice, which is stopped afterwards.
+    #[cfg(feature = "proxy")]
+    pub(crate) async fn measure_via(
+        &mut self,
+        proxy: crate::proxy_mode::InProcessProxy,
+        workload: Option<Workload>,
+        spec: LevelSpec,
+        label: String,
+    ) -> Result<()> {
+        let ctx = self.ctx(&proxy.url(), workload)?;
+        let r = self.measure_fresh(&ctx, spec, label).await;
+        proxy.stop().await;
         r
     }
 
@@ -411,17 +437,8 @@ impl Run<'_> {
         if let Some(url) = self.s.proxy_url.clone() {
             let ctx = self.ctx(&url, Some(self.workload))?;
             let spec = self.spec("proxy", "proxy", Mode::Direct, clients);
-            let mut cache = ConnCache::default();
-            let r = self
-                .measure_with(
-                    &ctx,
-                    spec,
-                    format!("proxy: {clients} clients, external"),
-                    &mut cache,
-                )
-                .await;
-            cache.close().await;
-            return r;
+            let label = format!("proxy: {clients} clients, external");
+            return self.measure_fresh(&ctx, spec, label).await;
         }
         let backend_addr = dbkit::TestServer::from_url(&self.server_url)
             .map(|t| format!("{}:{}", t.host, t.port))
@@ -432,22 +449,12 @@ impl Run<'_> {
             let proxy =
                 crate::proxy_mode::InProcessProxy::start(&backend_addr, p, &self.s.loadgen_cpus)
                     .await?;
-            let ctx = self.ctx(&proxy.url(), Some(self.workload))?;
             let mut spec = self.spec("proxy", "proxy", Mode::Direct, clients);
             spec.proxy_pool = Some(p);
             spec.pool_mode = Some("fixed");
-            let mut cache = ConnCache::default();
-            let result = self
-                .measure_with(
-                    &ctx,
-                    spec,
-                    format!("sluice: {clients} clients, P={p}"),
-                    &mut cache,
-                )
-                .await;
-            cache.close().await;
-            proxy.stop().await;
-            result?;
+            let label = format!("sluice: {clients} clients, P={p}");
+            self.measure_via(proxy, Some(self.workload), spec, label)
+                .await?;
         }
         Ok(())
     }
@@ -583,22 +590,11 @@ impl Run<'_> {
         let proxy =
             crate::proxy_mode::InProcessProxy::start(backend, clients, &self.s.loadgen_cpus)
                 .await?;
-        let via = self.ctx(&proxy.url(), None)?;
         let mut spec = self.spec("overhead", target, Mode::Direct, clients);
         spec.proxy_pool = Some(clients);
         spec.pool_mode = Some("fixed");
-        let mut cache = ConnCache::default();
-        let r = self
-            .measure_with(
-                &via,
-                spec,
-                format!("SELECT 1: {clients} clients, {label}"),
-                &mut cache,
-            )
-            .await;
-        cache.close().await;
-        proxy.stop().await;
-        r?;
+        let label = format!("SELECT 1: {clients} clients, {label}");
+        self.measure_via(proxy, None, spec, label).await?;
         let last = self.report.rows.last();
         Ok((
             last.map(|r| r.p50_ms).unwrap_or(0.0),

@@ -8,7 +8,7 @@
 use anyhow::Result;
 
 use crate::experiments::Run;
-use crate::level::{ConnCache, LevelCtx, Mode};
+use crate::level::{LevelCtx, Mode};
 
 /// The pool size of the transparency acceptance (512 clients over P = 4).
 pub const SESSIONS_P: usize = 4;
@@ -66,10 +66,7 @@ impl Run<'_> {
             let ctx = self.variant_ctx(&self.server_url.clone(), v)?;
             let spec = self.spec("S", v.target, Mode::Direct, p);
             let label = format!("{}: {p} connections", v.target);
-            let mut cache = ConnCache::default();
-            let r = self.measure_with(&ctx, spec, label, &mut cache).await;
-            cache.close().await;
-            r?;
+            self.measure_fresh(&ctx, spec, label).await?;
         }
         let backend_addr = dbkit::TestServer::from_url(&self.server_url)
             .map(|t| format!("{}:{}", t.host, t.port))
@@ -85,9 +82,7 @@ impl Run<'_> {
             spec.proxy_pool = Some(p);
             spec.pool_mode = Some("fixed");
             let label = format!("{}: {clients} clients, P={p}", v.target);
-            let mut cache = ConnCache::default();
-            let r = self.measure_with(&ctx, spec, label, &mut cache).await;
-            cache.close().await;
+            let r = self.measure_fresh(&ctx, spec, label).await;
             if let Some(c) = proxy.context() {
                 let stats = &c.stats;
                 let get =
