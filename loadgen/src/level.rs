@@ -672,7 +672,8 @@ pub async fn run_level(
         loadgen_cpu_us_per_query: per_query_us(loadgen_ns),
         loadgen_cpu_pct: loadgen_ns as f64 / 1e9 / window_s * 100.0,
         loadgen_rss_mib: rss,
-        proxy_cpu_us_per_query: (matches!(spec.target, "proxy" | "relay")
+        proxy_cpu_us_per_query: (matches!(spec.target, "relay")
+            || spec.target.starts_with("proxy")
             || spec.target.starts_with("sluice"))
         .then(|| per_query_us(proxy_ns)),
         idle_conns: spec.idle_conns,
