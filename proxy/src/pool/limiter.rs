@@ -20,7 +20,11 @@
 //! Up and down probes alternate after every hold, so the limit keeps re-finding the knee as
 //! the load or the server's capacity change. A probe that finds nothing better doubles the
 //! next hold (up to `max_hold_ticks`), so a limit sitting at the knee is rarely taxed by a
-//! probe below it; a kept probe or a slowdown brings the hold back to `hold_ticks`. A sharp slowdown at an unchanged limit (the
+//! probe below it; a kept probe or a slowdown brings the hold back to `hold_ticks`. Probes
+//! below a small knee are dear (at a knee of 2, a probe to 1 halves throughput while it
+//! lasts), so a down probe that lost more than `far_below` makes the next one wait one extra
+//! hold, then two, then three (a kept probe or a slowdown resets this). A sharp slowdown at
+//! an unchanged limit (the
 //! server lost CPUs) skips the hold and probes down at once. Comparisons are always between
 //! two adjacent measurements, so slow drift in the load does not accumulate; the asymmetric
 //! thresholds are the hysteresis. A difference within twice the measurements' standard error
@@ -110,6 +114,11 @@ pub struct Tuning {
     /// Latency up by this fraction with throughput down by half of it, at the same limit,
     /// means the server slowed: probe down without waiting.
     pub slowdown: f64,
+    /// A down probe that lost more than this fraction of throughput was far below the knee:
+    /// the next down probes from the same limit are skipped (one more each time, up to
+    /// `max_down_skips`), since at a small limit each costs a large share of throughput.
+    pub far_below: f64,
+    pub max_down_skips: u32,
 }
 
 impl Default for Tuning {
@@ -124,6 +133,8 @@ impl Default for Tuning {
             gain_up: 0.04,
             loss_down: 0.03,
             slowdown: 0.25,
+            far_below: 0.25,
+            max_down_skips: 3,
         }
     }
 }
@@ -232,6 +243,10 @@ pub struct Limiter {
     hold: u32,
     /// The last hold measurement and the limit it was taken at (slowdown detection).
     last_hold: Option<(u32, Measure)>,
+    /// Down probes still to skip (see `Tuning::far_below`), and how many the next far-below
+    /// restore will set.
+    down_skips: u32,
+    next_down_skips: u32,
     idle: bool,
     status: String,
 }
@@ -258,6 +273,8 @@ impl Limiter {
             next: Dir::Up,
             step: 1,
             last_hold: None,
+            down_skips: 0,
+            next_down_skips: 1,
             idle: false,
             status: format!("start at {limit}"),
         }
@@ -325,6 +342,7 @@ impl Limiter {
             self.idle = false;
             self.status = format!("demand again: measuring at {}", self.limit);
             self.step = 1;
+            self.reset_down_skips();
         }
         let t = self.tuning;
         match self.phase {
@@ -349,17 +367,26 @@ impl Limiter {
                     .filter(|(l, _)| *l == self.limit)
                     .map(|(_, b)| b);
                 self.last_hold = Some((self.limit, m));
-                let dir = match slowed {
-                    Some(b)
-                        if m.r > b.r * (1.0 + t.slowdown)
-                            && m.x < b.x * (1.0 - t.slowdown / 2.0) =>
-                    {
-                        self.step = 1;
-                        self.hold = t.hold_ticks;
-                        Dir::Down
-                    }
-                    _ => self.next,
-                };
+                let slowdown = matches!(slowed, Some(b)
+                    if m.r > b.r * (1.0 + t.slowdown) && m.x < b.x * (1.0 - t.slowdown / 2.0));
+                if slowdown {
+                    self.step = 1;
+                    self.hold = t.hold_ticks;
+                    self.reset_down_skips();
+                    return self.start_probe(Dir::Down, m);
+                }
+                if self.next == Dir::Down && self.down_skips > 0 {
+                    self.down_skips -= 1;
+                    self.status = format!(
+                        "holding at {}: the last probe below it lost far too much ({} more holds before the next)",
+                        self.limit, self.down_skips
+                    );
+                    self.phase = Phase::Hold {
+                        acc: Acc::default(),
+                    };
+                    return None;
+                }
+                let dir = self.next;
                 self.start_probe(dir, m)
             }
             Phase::Probe {
@@ -433,6 +460,11 @@ impl Limiter {
         Some(self.set(to, reason, detail))
     }
 
+    fn reset_down_skips(&mut self) {
+        self.down_skips = 0;
+        self.next_down_skips = 1;
+    }
+
     /// Keeps or reverts a probe that measured `m` against `base`.
     fn judge(&mut self, dir: Dir, from: u32, base: Measure, m: Measure) -> Option<Change> {
         let t = self.tuning;
@@ -454,6 +486,7 @@ impl Limiter {
             Dir::Down => gain >= -t.loss_down || (gain >= -noise && power >= 0.0),
         };
         if kept {
+            self.reset_down_skips();
             let word = if dir == Dir::Up { "up" } else { "down" };
             self.status = format!(
                 "probe {word}: throughput {} latency {} ({from} -> {to}), kept",
@@ -472,6 +505,10 @@ impl Limiter {
             .hold
             .saturating_mul(2)
             .min(t.max_hold_ticks.max(t.hold_ticks));
+        if dir == Dir::Down && gain < -t.far_below {
+            self.down_skips = self.next_down_skips;
+            self.next_down_skips = (self.next_down_skips + 1).min(t.max_down_skips);
+        }
         self.phase = Phase::Settle {
             left: self.tuning.settle_ticks,
         };
@@ -619,6 +656,35 @@ mod tests {
             tail.len()
         );
         assert!(mean(tail) <= 6.0, "mean {}: {tail:?}", mean(tail));
+    }
+
+    /// At a knee of 2, a probe down to 1 halves throughput while it lasts. Once the limit
+    /// has settled, probing must cost only a few percent of what the knee itself delivers.
+    #[test]
+    fn probing_costs_little_throughput_at_a_small_knee() {
+        let server = || Server {
+            cores: 2.0,
+            service: 0.01,
+            noise: 5,
+        };
+        let mut s = server();
+        let mut l = Limiter::new(1, 64, 1, Tuning::default());
+        let mut auto = 0;
+        for i in 0..1200 {
+            let sample = s.tick(l.limit());
+            if i >= 120 {
+                auto += sample.completions;
+            }
+            l.observe(sample);
+        }
+        let mut s = server();
+        let fixed: u64 = (0..1200).map(|_| s.tick(2).completions).skip(120).sum();
+        let ratio = auto as f64 / fixed as f64;
+        eprintln!("auto / fixed knee = {ratio:.3}");
+        assert!(
+            ratio >= 0.97,
+            "auto did {ratio:.3} of the knee's throughput"
+        );
     }
 
     #[test]
