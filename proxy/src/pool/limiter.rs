@@ -22,8 +22,9 @@
 //! next hold (up to `max_hold_ticks`), so a limit sitting at the knee is rarely taxed by a
 //! probe below it; a kept probe or a slowdown brings the hold back to `hold_ticks`. Probes
 //! below a small knee are dear (at a knee of 2, a probe to 1 halves throughput while it
-//! lasts), so a down probe that lost more than `far_below` makes the next one wait one extra
-//! hold, then two, then three (a kept probe or a slowdown resets this). A sharp slowdown at
+//! lasts): a down probe whose first tick already lost 1.5 x `far_below` is undone at once,
+//! and one that lost more than `far_below` makes the next wait one extra hold, then two,
+//! then three (a kept probe or a slowdown resets this). A sharp slowdown at
 //! an unchanged limit (the
 //! server lost CPUs) skips the hold and probes down at once. Comparisons are always between
 //! two adjacent measurements, so slow drift in the load does not accumulate; the asymmetric
@@ -191,6 +192,15 @@ impl Acc {
         let mean = self.rate_sum / n;
         let var = ((self.rate_sq - n * mean * mean) / (n - 1.0)).max(0.0);
         (var / n).sqrt() / mean
+    }
+
+    /// What was measured so far, however short.
+    fn partial(&self) -> Option<Measure> {
+        (self.completions > 0 && self.elapsed_s > 0.0).then(|| Measure {
+            x: self.completions as f64 / self.elapsed_s,
+            r: self.busy_s / self.completions as f64,
+            noise: self.noise(),
+        })
     }
 
     /// `Some` once the measurement is long and large enough.
@@ -407,6 +417,16 @@ impl Limiter {
                     return None;
                 }
                 acc.add(&s);
+                if dir == Dir::Down && acc.ticks == 1 {
+                    // A loss this large in the first tick is no noise: restore now instead of
+                    // paying for the whole measurement (at a knee of 2 it costs half the
+                    // throughput while it lasts).
+                    if let Some(m) = acc.partial() {
+                        if m.x < base.x * (1.0 - 1.5 * t.far_below) {
+                            return self.judge(dir, from, base, m);
+                        }
+                    }
+                }
                 let Some(m) = acc.ready(&t, t.measure_ticks) else {
                     self.phase = Phase::Probe {
                         dir,
