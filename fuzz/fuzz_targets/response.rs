@@ -7,24 +7,13 @@
 use libfuzzer_sys::fuzz_target;
 use sluice::protocol::{payload, scan_logical, Capabilities, Feed, ResponseKind, ResponseTracker};
 
-const KINDS: [ResponseKind; 8] = [
-    ResponseKind::None,
-    ResponseKind::Simple,
-    ResponseKind::Query,
-    ResponseKind::Execute,
-    ResponseKind::Fetch,
-    ResponseKind::Prepare,
-    ResponseKind::FieldList,
-    ResponseKind::Statistics,
-];
-
 fuzz_target!(|data: &[u8]| {
     let Some((head, mut wire)) = data.split_first_chunk::<5>() else {
         return;
     };
     let caps =
         Capabilities::from_bits_truncate(u32::from_le_bytes([head[0], head[1], head[2], head[3]]));
-    let kind = KINDS[usize::from(head[4]) % KINDS.len()];
+    let kind = ResponseKind::ALL[usize::from(head[4]) % ResponseKind::ALL.len()];
     let mut tracker = ResponseTracker::new(kind, caps);
     while let Ok(Some(span)) = scan_logical(wire, 1 << 20) {
         let packet = payload(wire, &span);

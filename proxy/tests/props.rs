@@ -374,16 +374,7 @@ proptest! {
             0..40,
         ),
         caps in caps(),
-        kind in prop::sample::select(vec![
-            ResponseKind::None,
-            ResponseKind::Simple,
-            ResponseKind::Query,
-            ResponseKind::Execute,
-            ResponseKind::Fetch,
-            ResponseKind::Prepare,
-            ResponseKind::FieldList,
-            ResponseKind::Statistics,
-        ]),
+        kind in prop::sample::select(ResponseKind::ALL.to_vec()),
     ) {
         let mut tracker = ResponseTracker::new(kind, caps);
         for (first, rest) in &packets {

@@ -44,6 +44,20 @@ pub enum ResponseKind {
     Statistics,
 }
 
+impl ResponseKind {
+    /// Every kind (property tests and fuzzing pick from these).
+    pub const ALL: [ResponseKind; 8] = [
+        ResponseKind::None,
+        ResponseKind::Simple,
+        ResponseKind::Query,
+        ResponseKind::Execute,
+        ResponseKind::Fetch,
+        ResponseKind::Prepare,
+        ResponseKind::FieldList,
+        ResponseKind::Statistics,
+    ];
+}
+
 /// What the caller should do with the packet it just fed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Feed {
