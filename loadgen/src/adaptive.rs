@@ -524,10 +524,7 @@ impl Run<'_> {
     #[cfg(feature = "proxy")]
     fn admission_pool(&self) -> usize {
         self.report
-            .rows_of("E")
-            .iter()
-            .filter(|r| r.pool_mode.as_deref() == Some("fixed"))
-            .max_by(|a, b| a.qps.total_cmp(&b.qps))
+            .best_fixed_e()
             .and_then(|r| r.pool_size)
             .unwrap_or(2 * self.s.server_cpus.len())
     }

@@ -91,6 +91,14 @@ impl Report {
             .collect()
     }
 
+    /// Experiment E's best fixed-P row (highest QPS).
+    pub fn best_fixed_e(&self) -> Option<&LevelResult> {
+        self.rows
+            .iter()
+            .filter(|r| r.experiment == "E" && r.pool_mode.as_deref() == Some("fixed"))
+            .max_by(|a, b| a.qps.total_cmp(&b.qps))
+    }
+
     /// Records a level and rewrites its CSV.
     pub fn push(&mut self, row: LevelResult) -> Result<()> {
         let experiment = row.experiment.clone();

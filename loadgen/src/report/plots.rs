@@ -68,11 +68,8 @@ pub fn draw_all(rep: &Report) -> Result<Vec<String>> {
     let auto: Vec<&TimelineRow> = rep.timeline.iter().filter(|s| s.config == "auto").collect();
     if !auto.is_empty() {
         let best = rep
-            .rows_of("E")
-            .iter()
-            .filter(|r| r.pool_mode.as_deref() == Some("fixed"))
-            .map(|r| (r.pool_size.unwrap_or(0), r.qps))
-            .max_by(|a, b| a.1.total_cmp(&b.1));
+            .best_fixed_e()
+            .map(|r| (r.pool_size.unwrap_or(0), r.qps));
         adaptive(&rep.dir.join("expE_adaptive.svg"), &auto, best)?;
         written.push("expE_adaptive.svg".into());
     }
