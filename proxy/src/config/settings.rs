@@ -135,7 +135,7 @@ settings! {
     max_queue_wait, "SLUICE_MAX_QUEUE_WAIT", "--max-queue-wait", "", "duration", true,
         "Latency-target admission: a statement whose expected queue wait (queued statements x mean slot time / pool size) exceeds this is refused at once with the retryable error 9002 (HY000) instead of queueing, and one admitted on a wrong estimate is refused once it has waited this long. The expected wait may reach 40% of this for a session just served, growing with the time since the session last got a slot to 80% after 10 x max_queue_wait: under sustained overload the clients that waited longest get the next places, and the margin absorbs the estimate's error. Sessions in a transaction are never refused. Unset: off.";
     backend_down_wait, "SLUICE_BACKEND_DOWN_WAIT", "--backend-down-wait", "10s", "duration", true,
-        "While the backend server is unreachable, a statement that needs a new backend connection waits this long (never longer than queue_timeout) for sluice's reconnect loop, then gets error 2003 naming the backend and its last connect error. 0: fail at once.";
+        "While the backend server is unreachable, a statement that needs a new backend connection waits this long (never longer than queue_timeout) for sluice's reconnect loop, then gets error 9003 naming the backend and its last connect error. 0: fail at once.";
     connect_timeout, "SLUICE_CONNECT_TIMEOUT", "--connect-timeout", "5s", "duration", true,
         "Deadline for opening a backend connection, login included.";
     client_login_timeout, "SLUICE_CLIENT_LOGIN_TIMEOUT", "--client-login-timeout", "10s", "duration", true,

@@ -296,9 +296,12 @@ impl BackendConn {
         payload: &[u8],
     ) -> Result<Result<OkPacket, ErrPacket>, Error> {
         let mut results = self.run_pipeline(&[payload]).await?;
-        Ok(results
-            .pop()
-            .unwrap_or_else(|| Err(ErrPacket::new(2013, "HY000", "no response"))))
+        Ok(results.pop().unwrap_or_else(|| {
+            Err(ErrPacket::from_code(
+                crate::protocol::codes::BACKEND_LOST,
+                "no response",
+            ))
+        }))
     }
 
     /// Sends several single-answer commands in one write and reads all their answers: one round

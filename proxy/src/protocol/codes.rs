@@ -45,14 +45,18 @@ pub const NOT_SUPPORTED: ErrorCode = code(1235, "42000");
 pub const UNKNOWN_STMT_HANDLER: ErrorCode = code(1243, "HY000");
 /// ER_QUERY_INTERRUPTED: the statement was killed.
 pub const QUERY_INTERRUPTED: ErrorCode = code(1317, "70100");
-/// CR_CONN_HOST_ERROR: the backend cannot be reached.
-pub const CANT_CONNECT: ErrorCode = code(2003, "HY000");
-/// CR_SERVER_LOST: the backend connection broke during a statement.
-pub const LOST_CONNECTION: ErrorCode = code(2013, "HY000");
+// sluice's own conditions use 9001-9004, never the client-library range 2000-2999
+// (CR_CONN_HOST_ERROR, CR_SERVER_LOST, ...): MariaDB Connector/C, under the `mariadb` CLI,
+// mysqlclient and DBD::MariaDB, reports a server-sent ERR with such a code as "2027 Received
+// malformed packet" and drops the message.
 /// sluice: no execution slot became free within the queue timeout.
 pub const QUEUE_TIMEOUT: ErrorCode = code(9001, "HY000");
-/// sluice: too many clients are already waiting for a slot.
+/// sluice: admission control (`max_queue_wait`) refused the statement; retry shortly.
 pub const OVERLOADED: ErrorCode = code(9002, "HY000");
+/// sluice: the backend server cannot be reached (the role of CR_CONN_HOST_ERROR 2003).
+pub const BACKEND_UNREACHABLE: ErrorCode = code(9003, "HY000");
+/// sluice: the backend connection broke during a statement (the role of CR_SERVER_LOST 2013).
+pub const BACKEND_LOST: ErrorCode = code(9004, "HY000");
 
 #[cfg(test)]
 mod tests {
@@ -75,8 +79,8 @@ mod tests {
             NOT_SUPPORTED,
             UNKNOWN_STMT_HANDLER,
             QUERY_INTERRUPTED,
-            CANT_CONNECT,
-            LOST_CONNECTION,
+            BACKEND_UNREACHABLE,
+            BACKEND_LOST,
             QUEUE_TIMEOUT,
             OVERLOADED,
         ] {

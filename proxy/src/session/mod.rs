@@ -23,7 +23,7 @@ use crate::conn::client::{send_err, ClientHello, HandshakeError};
 use crate::conn::{self, PacketStream};
 use crate::context::{backend_target, Context};
 use crate::pool::{self, PooledBackend, Slot};
-use crate::protocol::{flags, Capabilities, ErrPacket, OkPacket, ResponseKind};
+use crate::protocol::{codes, flags, Capabilities, ErrPacket, OkPacket, ResponseKind};
 use crate::stats::{ClientCloseReason, Stats};
 use registry::{ClientPhase, Registration};
 use relay::{relay, RelayError, RelayOptions};
@@ -321,8 +321,11 @@ impl Session {
                 "the statement may or may not have run, the next one gets a fresh backend"
             }
         );
-        self.reply_err(next_seq, &ErrPacket::new(2013, "HY000", msg.as_bytes()))
-            .await?;
+        self.reply_err(
+            next_seq,
+            &ErrPacket::from_code(codes::BACKEND_LOST, msg.as_bytes()),
+        )
+        .await?;
         if lost_state {
             Err(ClientCloseReason::BackendLost)
         } else {
@@ -374,7 +377,7 @@ impl Session {
                             "sluice is overloaded: no execution slot within max_queue_wait {} ({queued} statements queued); retry shortly",
                             fmt_ms(target)
                         );
-                        ErrPacket::new(9002, "HY000", msg.as_bytes())
+                        ErrPacket::from_code(codes::OVERLOADED, msg.as_bytes())
                     }
                     _ => self.pool_error(&e),
                 })?;
@@ -416,7 +419,7 @@ impl Session {
             fmt_ms(expected),
             fmt_ms(target)
         );
-        Err(ErrPacket::new(9002, "HY000", msg.as_bytes()))
+        Err(ErrPacket::from_code(codes::OVERLOADED, msg.as_bytes()))
     }
 
     async fn wait_while_paused(&self, deadline: Instant) -> Result<(), ErrPacket> {
@@ -427,10 +430,9 @@ impl Session {
         let wait = async move { rx.wait_for(|paused| !*paused).await.map(|_| ()) };
         match tokio::time::timeout_at(deadline.into(), wait).await {
             Ok(_) => Ok(()),
-            Err(_) => Err(ErrPacket::new(
-                9001,
-                "HY000",
-                b"sluice is PAUSED and queue_timeout passed; RESUME it on the admin console, then retry",
+            Err(_) => Err(ErrPacket::from_code(
+                codes::QUEUE_TIMEOUT,
+                &b"sluice is PAUSED and queue_timeout passed; RESUME it on the admin console, then retry"[..],
             )),
         }
     }
@@ -463,9 +465,8 @@ impl Session {
             return Box::pin(self.sync_backend()).await;
         }
         let lost = |e: conn::Error| {
-            ErrPacket::new(
-                2013,
-                "HY000",
+            ErrPacket::from_code(
+                codes::BACKEND_LOST,
                 format!("Lost connection to backend while restoring session state: {e}; retry")
                     .as_bytes(),
             )
@@ -678,9 +679,8 @@ impl Drop for Session {
 /// The one place pool errors become client-visible errors.
 pub fn pool_error_packet(e: &pool::Error, config: &crate::config::Config) -> ErrPacket {
     match e {
-        pool::Error::QueueTimeout { waited, pool_size, queued } => ErrPacket::new(
-            9001,
-            "HY000",
+        pool::Error::QueueTimeout { waited, pool_size, queued } => ErrPacket::from_code(
+            codes::QUEUE_TIMEOUT,
             format!(
                 "sluice: no backend became free within queue_timeout ({:?}, waited {:?}); \
                  pool_size={pool_size}, {queued} statements queued. Retry, raise pool_size or queue_timeout, \
@@ -694,7 +694,10 @@ pub fn pool_error_packet(e: &pool::Error, config: &crate::config::Config) -> Err
             // treat it as the permanent error it is; the text says it is sluice's backend login.
             let (code, state) = match source {
                 crate::conn::Error::Server(e) => (e.code, String::from_utf8_lossy(&e.sql_state).into_owned()),
-                _ => (2003, "HY000".to_string()),
+                _ => (
+                    codes::BACKEND_UNREACHABLE.code,
+                    codes::BACKEND_UNREACHABLE.sql_state.to_string(),
+                ),
             };
             ErrPacket::new(
                 code,
@@ -712,9 +715,8 @@ pub fn pool_error_packet(e: &pool::Error, config: &crate::config::Config) -> Err
                 || "none".to_string(),
                 |e| format!("{} ({}, {} ago)", e.message, e.kind, fmt_ms(e.at.elapsed())),
             );
-            ErrPacket::new(
-                2003,
-                "HY000",
+            ErrPacket::from_code(
+                codes::BACKEND_UNREACHABLE,
                 format!(
                     "sluice cannot reach its backend MySQL server at '{}' (down for {}, waited {} of backend_down_wait {}); \
                      last connect error: {last}. sluice keeps reconnecting; retry later",

@@ -327,7 +327,10 @@ mod handlers {
         async fn ensure_prepared(&mut self, stmt: &ClientStmt) -> Result<u32, ErrPacket> {
             let cap = self.ctx.config().max_prepared_statements_per_backend as usize;
             let Some(b) = self.backend.as_mut() else {
-                return Err(ErrPacket::new(2013, "HY000", b"no backend"));
+                return Err(ErrPacket::from_code(
+                    crate::protocol::codes::BACKEND_LOST,
+                    &b"no backend"[..],
+                ));
             };
             if let Some(s) = b.stmts.get(&stmt.key) {
                 return Ok(s.id);
@@ -343,9 +346,8 @@ mod handlers {
                 Err(e) => {
                     b.health = crate::conn::backend::Health::Broken;
                     self.backend = None;
-                    Err(ErrPacket::new(
-                        2013,
-                        "HY000",
+                    Err(ErrPacket::from_code(
+                        crate::protocol::codes::BACKEND_LOST,
                         format!("Lost connection to backend while preparing: {e}; retry")
                             .as_bytes(),
                     ))

@@ -25,7 +25,7 @@ async fn direct_to(server: &dbkit::LocalServer) -> Conn {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killing_the_backend_thread_gives_2013_and_the_next_statement_a_fresh_backend() {
+async fn killing_the_backend_thread_gives_9004_and_the_next_statement_a_fresh_backend() {
     let server = private_server().await;
     let proxy = start(config_for_local(&server, 2)).await;
     let mut client = Conn::new(opts_at(proxy.local_addr(), "app", "secret", None))
@@ -65,8 +65,8 @@ async fn killing_the_backend_thread_gives_2013_and_the_next_statement_a_fresh_ba
         "answer took {:?}",
         answered_at - killed_at
     );
-    // MariaDB may say 1927 (connection killed) itself before closing; sluice says 2013.
-    assert!(matches!(code_of(&err), Some(2013) | Some(1927)), "{err}");
+    // MariaDB may say 1927 (connection killed) itself before closing; sluice says 9004.
+    assert!(matches!(code_of(&err), Some(9004) | Some(1927)), "{err}");
     // The next statement runs, on another backend thread.
     let after: u64 = client
         .query_first("SELECT CONNECTION_ID()")
@@ -224,7 +224,7 @@ async fn sigkill_and_restart_of_the_server_under_64_clients() {
                             "client {c}: the running statement took {:?} to fail",
                             s.done - killed_at
                         );
-                        assert!(e.contains("2013") || e.contains("Lost connection"), "{e}");
+                        assert!(e.contains("9004") || e.contains("Lost connection"), "{e}");
                     }
                     None => assert!(
                         s.done < killed_at + Duration::from_secs(2)
@@ -293,7 +293,7 @@ async fn an_unreachable_backend_gives_a_clear_error_after_backend_down_wait() {
         let t = Instant::now();
         let err = c.query_drop("SELECT 1").await.unwrap_err();
         let took = t.elapsed();
-        assert_eq!(code_of(&err), Some(2003), "{err}");
+        assert_eq!(code_of(&err), Some(9003), "{err}");
         let msg = err.to_string();
         assert!(msg.contains(&addr.to_string()), "names the backend: {msg}");
         assert!(
@@ -305,6 +305,27 @@ async fn an_unreachable_backend_gives_a_clear_error_after_backend_down_wait() {
             "round {round}: waited {took:?}, not backend_down_wait"
         );
     }
+    // The `mariadb` CLI (MariaDB Connector/C) shows the message too: it reports a server-sent
+    // code in its own range 2000-2999 as "2027 Received malformed packet".
+    let local = proxy.local_addr();
+    let out = tokio::process::Command::new("mariadb")
+        .args([
+            "--protocol=TCP".to_string(),
+            format!("--host={}", local.ip()),
+            format!("--port={}", local.port()),
+            "--user=app".into(),
+            "--password=secret".into(),
+            "-e".into(),
+            "SELECT 1".into(),
+        ])
+        .output()
+        .await
+        .expect("the mariadb CLI runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("ERROR 9003") && stderr.contains("cannot reach"),
+        "{stderr}"
+    );
     use sluice::admin::show::{servers, Cell};
     assert!(!proxy.context().pool.backend_up());
     let table = servers(proxy.context());
