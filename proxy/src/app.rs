@@ -9,17 +9,14 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ConfigError};
-use crate::conn::client::{offered_caps, HandshakeContext};
+use crate::conn::client::HandshakeContext;
+use crate::conn::server_info::{ServerInfo, ServerInfoCell};
 use crate::context::Context;
-use crate::protocol::{flags, Capabilities, Handshake};
+use crate::protocol::Handshake;
 
 /// Connection backlog: hundreds of clients may connect at once; the default 128 makes the
 /// overflow wait a SYN retransmit (a full second).
 const LISTEN_BACKLOG: u32 = 4096;
-/// Version string used when the backend cannot be reached at start-up.
-const FALLBACK_VERSION: &[u8] = b"8.0.36-sluice";
-/// utf8mb4_general_ci, understood by MySQL and MariaDB alike.
-const FALLBACK_COLLATION: u8 = 45;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -66,26 +63,18 @@ impl Proxy {
             config.connect_timeout.min(Duration::from_secs(3)),
         )
         .await;
-        let (version, caps, collation) = match &greeting {
-            Some(hs) => (hs.server_version.clone(), hs.capabilities, hs.collation),
-            None => {
-                tracing::warn!(backend = %config.backend, "backend not reachable at start-up; clients will get errors until it is");
-                (
-                    FALLBACK_VERSION.to_vec(),
-                    flags::server_capabilities(),
-                    FALLBACK_COLLATION,
-                )
+        let server = Arc::new(ServerInfoCell::default());
+        match &greeting {
+            Some(hs) => {
+                server.learn(&ServerInfo::from_handshake(hs));
             }
-        };
-        let server_version = config
-            .server_version
-            .clone()
-            .map(String::into_bytes)
-            .unwrap_or(version);
+            None => {
+                tracing::warn!(backend = %config.backend, "backend not reachable at start-up: clients get errors until it is, and a stand-in greeting until the first backend connection");
+            }
+        }
         let handshake = HandshakeContext {
-            server_version,
-            offered: offered_caps(caps | Capabilities::CLIENT_SESSION_TRACK),
-            collation,
+            server: server.clone(),
+            version_override: config.server_version.clone().map(String::into_bytes),
             rsa: OnceLock::new(),
             sha2_cache: Mutex::new(Default::default()),
             tls,
@@ -100,7 +89,7 @@ impl Proxy {
             addr: listen,
             source,
         })?;
-        let ctx = Context::new(config, handshake, backend_tls);
+        let ctx = Context::new(config, handshake, server, backend_tls);
         if let Some((key, target)) = crate::context::default_group(&ctx) {
             ctx.pool.set_warm_group(key, target);
         }

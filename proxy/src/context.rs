@@ -37,10 +37,11 @@ impl Context {
     pub fn new(
         config: Config,
         handshake: HandshakeContext,
+        server: Arc<crate::conn::server_info::ServerInfoCell>,
         backend_tls: Option<Arc<BackendTls>>,
     ) -> Arc<Context> {
         let stats = Arc::new(Stats::default());
-        let pool = Pool::new(&pool_settings(&config), stats.clone());
+        let pool = Pool::new(&pool_settings(&config), stats.clone(), server);
         let (paused, _) = tokio::sync::watch::channel(false);
         Arc::new(Context {
             config: RwLock::new(Arc::new(config)),
@@ -122,7 +123,7 @@ pub fn default_group(ctx: &Context) -> Option<(PoolKey, BackendTarget)> {
         | Capabilities::CLIENT_LOCAL_FILES;
     let key = PoolKey {
         user: Arc::from(target.user.as_str()),
-        caps: (common & ctx.handshake.offered & flags::shaping_mask()).bits(),
+        caps: (common & ctx.handshake.offered() & flags::shaping_mask()).bits(),
         collation: UTF8MB4_GENERAL_CI,
     };
     Some((key, target))

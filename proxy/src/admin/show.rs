@@ -369,7 +369,7 @@ pub fn version(ctx: &Context) -> Table {
     t.push(vec![
         env!("CARGO_PKG_VERSION").into(),
         ctx.config().backend.as_str().into(),
-        String::from_utf8_lossy(&ctx.handshake.server_version)
+        String::from_utf8_lossy(&ctx.handshake.server_version())
             .into_owned()
             .into(),
     ]);

@@ -121,7 +121,8 @@ pub struct BackendConn {
     pub pseudo_id: u32,
     /// What LAST_INSERT_ID() returns here (the last id an OK reported on this connection).
     pub last_insert_id: u64,
-    pub server_version: Vec<u8>,
+    /// What the server's greeting said (the client handshake presents the latest).
+    pub server: super::server_info::ServerInfo,
     /// Prepared statements held on this connection (shared by every client it serves).
     pub stmts: BackendStmts,
 }
@@ -199,7 +200,7 @@ impl BackendConn {
             statements: 0,
             pseudo_id: hs.connection_id,
             last_insert_id: 0,
-            server_version: hs.server_version.clone(),
+            server: super::server_info::ServerInfo::from_handshake(&hs),
             stmts: BackendStmts::default(),
         };
         conn.login(&hs, seq, target).await?;

@@ -4,16 +4,19 @@
 
 use std::collections::HashSet;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::BytesMut;
 use tokio_rustls::TlsAcceptor;
 
 use super::auth_failures::{AuthFailures, BackoffPolicy};
+use super::server_info::{ServerInfo, ServerInfoCell};
 use super::{Error, PacketStream};
 use crate::config::{AuthPluginName, Config, UserConfig};
 use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
+use crate::protocol::charset::refused_client_charset;
+use crate::protocol::codes;
 use crate::protocol::handshake_response::is_ssl_request;
 use crate::protocol::{
     auth, flags, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake,
@@ -22,10 +25,10 @@ use crate::protocol::{
 
 /// What the server side of the handshake needs that does not change per client.
 pub struct HandshakeContext {
-    pub server_version: Vec<u8>,
-    /// Capabilities offered to clients (see `offered_caps`).
-    pub offered: Capabilities,
-    pub collation: u8,
+    /// The backend's latest greeting, which clients are greeted with.
+    pub server: Arc<ServerInfoCell>,
+    /// `server_version` from the config at start (it is not live).
+    pub version_override: Option<Vec<u8>>,
     /// Generated on first use: key generation is slow and most deployments never need it.
     pub rsa: std::sync::OnceLock<auth::RsaKeyPair>,
     /// Users that completed a caching_sha2 full authentication since start-up; like MySQL's
@@ -46,6 +49,11 @@ pub struct ClientHello {
     pub attrs: Vec<(Vec<u8>, Vec<u8>)>,
     /// Sequence id for the final OK/ERR of the handshake.
     pub next_seq: u8,
+    /// The scramble the login was verified against. COM_CHANGE_USER reuses it, as the
+    /// server does: Connector/C answers its first round with this one, not a new one.
+    pub scramble: Vec<u8>,
+    /// A new session on the server starts in autocommit mode (its global `autocommit`).
+    pub autocommit: bool,
 }
 
 /// Why a handshake did not produce a client.
@@ -67,6 +75,25 @@ pub fn offered_caps(backend: Capabilities) -> Capabilities {
 }
 
 impl HandshakeContext {
+    /// The greeting clients get now: the backend's latest, or a stand-in before it answered.
+    pub fn server_info(&self) -> Arc<ServerInfo> {
+        self.server
+            .get()
+            .unwrap_or_else(|| Arc::new(ServerInfo::fallback()))
+    }
+
+    /// The version string clients see.
+    pub fn server_version(&self) -> Vec<u8> {
+        self.version_override
+            .clone()
+            .unwrap_or_else(|| self.server_info().version.clone())
+    }
+
+    /// Capabilities offered to clients (without CLIENT_SSL).
+    pub fn offered(&self) -> Capabilities {
+        offered_caps(self.server_info().caps | Capabilities::CLIENT_SESSION_TRACK)
+    }
+
     /// Runs the handshake on a freshly accepted client. On failure the client has been sent an
     /// ERR packet where the protocol allows one.
     pub async fn accept(
@@ -75,19 +102,23 @@ impl HandshakeContext {
         connection_id: u32,
         config: &Config,
     ) -> Result<ClientHello, HandshakeError> {
-        let mut offered = self.offered;
+        let server = self.server_info();
+        let mut offered = offered_caps(server.caps | Capabilities::CLIENT_SESSION_TRACK);
         if self.tls.is_some() {
             offered |= Capabilities::CLIENT_SSL;
         }
         let nonce = auth::random_nonce();
         let default_plugin = plugin_name(config.default_auth_plugin);
         let greeting = Handshake {
-            server_version: self.server_version.clone(),
+            server_version: self
+                .version_override
+                .clone()
+                .unwrap_or_else(|| server.version.clone()),
             connection_id,
             nonce,
             capabilities: offered,
-            collation: self.collation,
-            status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+            collation: server.collation,
+            status: server.status & StatusFlags::SERVER_STATUS_AUTOCOMMIT,
             auth_plugin: default_plugin.as_bytes().to_vec(),
         };
         let mut out = BytesMut::new();
@@ -210,7 +241,22 @@ impl HandshakeContext {
             send_err(stream, seq, &err).await;
             return Err(HandshakeError::Rejected("access denied"));
         };
+        if let Some(charset) = refused_client_charset(response.collation) {
+            let msg =
+                format!("Variable 'character_set_client' can't be set to the value of '{charset}'");
+            send_err(
+                stream,
+                seq,
+                &ErrPacket::from_code(codes::WRONG_VALUE_FOR_VAR, msg.as_bytes()),
+            )
+            .await;
+            return Err(HandshakeError::Rejected("client character set"));
+        }
         Ok(ClientHello {
+            autocommit: server
+                .status
+                .contains(StatusFlags::SERVER_STATUS_AUTOCOMMIT),
+            scramble: nonce,
             caps,
             collation: response.collation,
             user,

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::conn::backend::{BackendTarget, Health, MovableState, PoolKey};
+use crate::conn::server_info::ServerInfoCell;
 use crate::conn::BackendConn;
 use crate::stats::{BackendCloseReason, RecycleOutcome, Stats};
 use outage::{Outage, OutageView};
@@ -49,6 +50,8 @@ struct Shared {
     warming: AtomicU32,
     /// Idle backends out for a health check: still idle as far as warm-up is concerned.
     checking: AtomicU32,
+    /// The latest greeting of the server, written by every new connection.
+    server: Arc<ServerInfoCell>,
 }
 
 enum Plan {
@@ -85,7 +88,7 @@ pub struct PoolSettings {
 }
 
 impl Pool {
-    pub fn new(settings: &PoolSettings, stats: Arc<Stats>) -> Pool {
+    pub fn new(settings: &PoolSettings, stats: Arc<Stats>, server: Arc<ServerInfoCell>) -> Pool {
         Pool {
             shared: Arc::new(Shared {
                 slots: Slots::new(settings.pool_size),
@@ -101,6 +104,7 @@ impl Pool {
                 warm: Mutex::new(None),
                 warming: AtomicU32::new(0),
                 checking: AtomicU32::new(0),
+                server,
             }),
         }
     }
@@ -345,6 +349,7 @@ impl Pool {
         match BackendConn::connect(target, key.clone()).await {
             Ok(conn) => {
                 Stats::incr(&self.shared.stats.backend_connects);
+                self.shared.server.learn(&conn.server);
                 Ok(conn)
             }
             Err(source) => {

@@ -33,6 +33,7 @@ impl Pool {
             match BackendConn::connect(&target, key.clone()).await {
                 Ok(conn) => {
                     Stats::incr(&self.shared.stats.backend_connects);
+                    self.shared.server.learn(&conn.server);
                     self.adopt(conn);
                     self.shared.outage.back_up();
                     return;

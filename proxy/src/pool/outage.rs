@@ -21,13 +21,16 @@ pub const BACKOFF_START: Duration = Duration::from_millis(100);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 impl ConnectFailure {
-    /// A failure that retrying will not fix (the server answered, and said no to this
-    /// account or database): the client hears it at once instead of waiting.
+    /// A failure that retrying will not fix: the server answered and refused this login
+    /// (account, database, character set, ...), or the protocol or TLS failed. The client
+    /// hears it at once instead of waiting, and the backend is not marked down: the server
+    /// is up, and one client's bad login must not make every other client wait.
     pub fn is_permanent(self) -> bool {
         matches!(
             self,
             ConnectFailure::AccessDenied
                 | ConnectFailure::UnknownDatabase
+                | ConnectFailure::ServerError
                 | ConnectFailure::Protocol
                 | ConnectFailure::Tls
         )
@@ -221,6 +224,11 @@ mod tests {
         assert!(o.view().last_error.is_some());
         let busy = conn::Error::Server(ErrPacket::new(1040, "08004", "Too many connections"));
         assert!(!classify(&busy).is_permanent());
+        // The server answered: a refusal of this login's parameters is this client's alone.
+        let charset = conn::Error::Server(ErrPacket::new(1231, "42000", "character_set_client"));
+        assert!(classify(&charset).is_permanent());
+        assert!(!o.failed("db:3306", classify(&charset), charset.to_string()));
+        assert!(o.is_up());
         let refused = conn::Error::Io(std::io::ErrorKind::ConnectionRefused.into());
         assert_eq!(classify(&refused), ConnectFailure::Refused);
     }

@@ -39,6 +39,8 @@ pub const NET_PACKET_TOO_LARGE: ErrorCode = code(1153, "08S01");
 pub const NET_PACKETS_OUT_OF_ORDER: ErrorCode = code(1156, "08S01");
 /// ER_NET_READ_INTERRUPTED: client read timeout.
 pub const NET_READ_INTERRUPTED: ErrorCode = code(1159, "08S01");
+/// ER_WRONG_VALUE_FOR_VAR: e.g. a client character set the server cannot parse in.
+pub const WRONG_VALUE_FOR_VAR: ErrorCode = code(1231, "42000");
 /// ER_NOT_SUPPORTED_YET.
 pub const NOT_SUPPORTED: ErrorCode = code(1235, "42000");
 /// ER_UNKNOWN_STMT_HANDLER: unknown prepared statement id.
@@ -76,6 +78,7 @@ mod tests {
             NET_PACKET_TOO_LARGE,
             NET_PACKETS_OUT_OF_ORDER,
             NET_READ_INTERRUPTED,
+            WRONG_VALUE_FOR_VAR,
             NOT_SUPPORTED,
             UNKNOWN_STMT_HANDLER,
             QUERY_INTERRUPTED,

@@ -20,10 +20,12 @@
 //! | `prepare_ok` | `PrepareOk` |
 //! | `response` | `ResponseTracker`: where a backend response ends |
 //! | `codes` | `ErrorCode`s sluice sends |
+//! | `charset` | handshake collations a server refuses for the client |
 
 pub mod auth;
 pub mod auth_switch;
 pub mod buf;
+pub mod charset;
 pub mod codes;
 pub mod command;
 pub mod eof;

@@ -9,6 +9,8 @@ use bytes::{Bytes, BytesMut};
 use super::{framed, Flow, Session, Step};
 use crate::classify::{classify, Classification, KillTarget};
 use crate::conn::backend::{query_payload, BackendConn, Health, PoolKey};
+use crate::protocol::charset::refused_client_charset;
+use crate::protocol::codes;
 use crate::protocol::frame::LogicalSpan;
 use crate::protocol::{
     auth, ChangeUser, Command, ErrPacket, ResponseKind, ResponseSummary, SessionStateChange,
@@ -271,29 +273,37 @@ impl Session {
         };
         let config = self.ctx.config();
         let user = config.find_user(&req.user).cloned();
-        let nonce = auth::random_nonce();
-        let plugin = auth::NATIVE;
-        let mut data = nonce.to_vec();
-        data.push(0);
-        let mut out = BytesMut::new();
-        crate::protocol::AuthSwitchRequest {
-            plugin: plugin.as_bytes().to_vec(),
-            data,
-        }
-        .encode(&mut out);
-        let seq = self
-            .client
-            .send_packet(1, &out)
-            .await
-            .map_err(|_| ClientCloseReason::Eof)?;
-        let span = self
-            .client
-            .expect_packet()
-            .await
-            .map_err(|_| ClientCloseReason::Eof)?;
-        let response = self.client.payload(&span).into_owned();
-        let seq = span.last_seq.wrapping_add(1).max(seq);
-        self.client.consume(&span);
+        // As the server does, the login's scramble stays: a native-password client answers
+        // with it in the request itself (Connector/C ignores a new one in a switch), and any
+        // other plugin is switched to native over that same scramble.
+        let native = auth::NATIVE.as_bytes();
+        let (response, seq) = if req.auth_plugin.as_deref().unwrap_or(native) == native {
+            (req.auth_response.clone(), 1)
+        } else {
+            let mut data = self.scramble.clone();
+            data.push(0);
+            let mut out = BytesMut::new();
+            crate::protocol::AuthSwitchRequest {
+                plugin: native.to_vec(),
+                data,
+            }
+            .encode(&mut out);
+            let seq = self
+                .client
+                .send_packet(1, &out)
+                .await
+                .map_err(|_| ClientCloseReason::Eof)?;
+            let span = self
+                .client
+                .expect_packet()
+                .await
+                .map_err(|_| ClientCloseReason::Eof)?;
+            let response = self.client.payload(&span).into_owned();
+            let seq = span.last_seq.wrapping_add(1).max(seq);
+            self.client.consume(&span);
+            (response, seq)
+        };
+        let nonce = self.scramble.clone();
         // Re-authentication is a login too: a client must not get unlimited fast guesses
         // over one connection.
         let peer_ip = self.client.peer_addr().map(|a| a.ip());
@@ -322,6 +332,17 @@ impl Session {
                 .await?;
             return Ok(Flow::Continue);
         };
+        let charset = req
+            .collation
+            .and_then(|c| u8::try_from(c).ok())
+            .and_then(refused_client_charset);
+        if let Some(charset) = charset {
+            let msg =
+                format!("Variable 'character_set_client' can't be set to the value of '{charset}'");
+            let err = ErrPacket::from_code(codes::WRONG_VALUE_FOR_VAR, msg.as_bytes());
+            self.reply_err(seq, &err).await?;
+            return Ok(Flow::Continue);
+        }
         self.drop_session_state();
         self.target = crate::context::backend_target(&config, &user, &self.ctx.backend_tls);
         let collation = req.collation.map(|c| c as u8).unwrap_or(self.key.collation);

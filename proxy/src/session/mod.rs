@@ -59,6 +59,8 @@ pub struct Session {
     hard_stop: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
     /// This client's prepared statements, by the ids sluice gave it.
     stmts: prepared::ClientStmts,
+    /// The login's scramble, reused by COM_CHANGE_USER.
+    scramble: Vec<u8>,
     reg: Registration,
 }
 
@@ -163,6 +165,7 @@ impl Session {
             last_served: Instant::now(),
             backend: None,
             stmts: prepared::ClientStmts::default(),
+            scramble: Vec::new(),
             reg,
         }
     }
@@ -170,6 +173,8 @@ impl Session {
     /// Finishes the login (checking the default database on a backend, as MySQL would) and
     /// runs the command loop.
     async fn start(mut self, hello: ClientHello) -> ClientCloseReason {
+        self.scramble = hello.scramble;
+        self.state.start_autocommit(hello.autocommit);
         if let Some(db) = hello.database {
             if let Err(err) = self.select_database(db).await {
                 send_err(&mut self.client, hello.next_seq, &err).await;
@@ -742,6 +747,7 @@ fn connect_advice(kind: crate::stats::ConnectFailure) -> &'static str {
         F::UnknownDatabase => "check that the database exists on the backend",
         F::Tls => "check backend_tls, backend_tls_ca and the server's certificate",
         F::Protocol => "the backend speaks a protocol or auth plugin sluice does not support",
+        F::ServerError => "the server refused this login; the message above says why",
         _ => "retry; sluice keeps reconnecting",
     }
 }

@@ -24,6 +24,9 @@ pub struct SessionState {
     pub warnings_pending: bool,
     /// The multi-statements option a reset returns to: the client's capability flag.
     multi_statements_baseline: bool,
+    /// A fresh session's status on this server (AUTOCOMMIT unless its global autocommit is
+    /// off), which a reset returns to.
+    fresh_status: StatusFlags,
 }
 
 impl SessionState {
@@ -40,7 +43,15 @@ impl SessionState {
             last_insert_id: 0,
             warnings_pending: false,
             multi_statements_baseline: false,
+            fresh_status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
         }
+    }
+
+    /// A server whose global autocommit is off starts sessions without it.
+    pub fn start_autocommit(&mut self, on: bool) {
+        self.fresh_status
+            .set(StatusFlags::SERVER_STATUS_AUTOCOMMIT, on);
+        self.status = self.fresh_status;
     }
 
     /// Records the client's CLIENT_MULTI_STATEMENTS capability as the option's baseline.
@@ -97,7 +108,7 @@ impl SessionState {
     pub fn reset(&mut self) {
         self.movable.vars.clear();
         self.movable.multi_statements = self.multi_statements_baseline;
-        self.status = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+        self.status = self.fresh_status;
         self.pins = 0;
         self.named_locks = 0;
         self.table_locks = false;

@@ -64,6 +64,15 @@ impl Raw {
     /// Connects and logs in as `app`/`secret` with mysql_native_password, without
     /// CLIENT_DEPRECATE_EOF (so result sets end with EOF packets).
     pub(crate) async fn login(proxy: &ProxyHandle) -> Raw {
+        match Raw::login_with(proxy, 45).await {
+            (raw, _, Read::Packet(2, p)) if p.first() == Some(&0x00) => raw,
+            (_, _, other) => panic!("login through sluice failed: {other:?}"),
+        }
+    }
+
+    /// Logs in as `app`/`secret` asking for handshake `collation`; returns the greeting and
+    /// sluice's verdict.
+    pub(crate) async fn login_with(proxy: &ProxyHandle, collation: u8) -> (Raw, Handshake, Read) {
         let mut raw = Raw::connect(proxy).await;
         let hs = raw.greeting().await;
         let caps = Capabilities::CLIENT_PROTOCOL_41
@@ -75,7 +84,7 @@ impl Raw {
         let response = HandshakeResponse {
             capabilities: caps,
             max_packet: 1 << 24,
-            collation: 45,
+            collation,
             user: b"app".to_vec(),
             auth_response: auth::native_scramble(&hs.nonce, b"secret"),
             database: None,
@@ -85,10 +94,8 @@ impl Raw {
         let mut payload = BytesMut::new();
         response.encode(&mut payload);
         raw.send(1, &payload).await;
-        match raw.read().await {
-            Read::Packet(2, p) if p.first() == Some(&0x00) => raw,
-            other => panic!("login through sluice failed: {other:?}"),
-        }
+        let verdict = raw.read().await;
+        (raw, hs, verdict)
     }
 
     async fn greeting(&mut self) -> Handshake {
@@ -110,7 +117,7 @@ impl Raw {
     }
 
     /// The next packet (single-chunk), or `Closed`.
-    async fn read(&mut self) -> Read {
+    pub(crate) async fn read(&mut self) -> Read {
         self.read_within(READ_TIMEOUT)
             .await
             .unwrap_or_else(|| panic!("sluice said nothing for {READ_TIMEOUT:?}"))
@@ -166,7 +173,7 @@ impl Raw {
 
     /// Runs a COM_QUERY that returns one row with one column; returns that value (None =
     /// NULL) or the ERR code.
-    async fn scalar(&mut self, sql: &str) -> Result<Option<String>, u16> {
+    pub(crate) async fn scalar(&mut self, sql: &str) -> Result<Option<String>, u16> {
         let mut payload = vec![0x03];
         payload.extend_from_slice(sql.as_bytes());
         self.send(0, &payload).await;

@@ -11,6 +11,7 @@ mod autosize;
 mod backend_tls;
 mod bad_input;
 mod clients;
+mod connector_c;
 mod core;
 mod drivers;
 mod faults;
