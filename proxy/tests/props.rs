@@ -183,8 +183,11 @@ proptest! {
         collation in any::<u8>(),
         status in status(),
         auth_plugin in no_nul(40),
+        mariadb_caps in any::<u32>(),
     ) {
         let capabilities = capabilities | Capabilities::CLIENT_SECURE_CONNECTION;
+        // MariaDB's extended capabilities travel only when CLIENT_LONG_PASSWORD is clear.
+        let mariadb_caps = if capabilities.contains(Capabilities::CLIENT_LONG_PASSWORD) { 0 } else { mariadb_caps };
         let auth_plugin = if capabilities.contains(Capabilities::CLIENT_PLUGIN_AUTH) {
             auth_plugin
         } else {
@@ -198,6 +201,7 @@ proptest! {
             collation,
             status,
             auth_plugin,
+            mariadb_caps,
         };
         let mut out = BytesMut::new();
         hs.encode(&mut out);
@@ -214,8 +218,10 @@ proptest! {
         database in no_nul(40),
         auth_plugin in no_nul(40),
         connect_attrs in vec((vec(any::<u8>(), 0..20), vec(any::<u8>(), 0..300)), 0..5),
+        mariadb_caps in any::<u32>(),
     ) {
         let caps = capabilities | Capabilities::CLIENT_PROTOCOL_41;
+        let mariadb_caps = if caps.contains(Capabilities::CLIENT_LONG_PASSWORD) { 0 } else { mariadb_caps };
         let auth_response = if caps.contains(Capabilities::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA) {
             auth
         } else if caps.contains(Capabilities::CLIENT_SECURE_CONNECTION) {
@@ -242,6 +248,7 @@ proptest! {
             database,
             auth_plugin,
             connect_attrs,
+            mariadb_caps,
         };
         let mut out = BytesMut::new();
         hr.encode(&mut out);

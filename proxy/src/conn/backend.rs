@@ -233,6 +233,8 @@ impl BackendConn {
             database: None,
             auth_plugin: Some(plugin.to_vec()),
             connect_attrs: vec![(b"_client_name".to_vec(), b"sluice".to_vec())],
+            // Bulk execution changes no response layout, so every backend can take it.
+            mariadb_caps: hs.mariadb_caps & crate::protocol::flags::mariadb_caps::RELAYED,
         };
         let mut out = BytesMut::new();
         response.encode(&mut out);

@@ -71,7 +71,10 @@ pub fn offered_caps(backend: Capabilities) -> Capabilities {
     let shaping = flags::shaping_mask();
     // A shaping capability the backend lacks cannot be offered: its responses would not match.
     let missing = shaping & !backend;
-    flags::server_capabilities() & !missing
+    // A MariaDB server clears CLIENT_LONG_PASSWORD ("CLIENT_MYSQL") to say its extended
+    // capabilities follow; sluice presents it the same way.
+    let mysql = backend & Capabilities::CLIENT_LONG_PASSWORD;
+    flags::server_capabilities() & !missing & !(Capabilities::CLIENT_LONG_PASSWORD & !mysql)
 }
 
 impl HandshakeContext {
@@ -119,6 +122,7 @@ impl HandshakeContext {
             capabilities: offered,
             collation: server.collation,
             status: server.status & StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+            mariadb_caps: server.mariadb_caps & flags::mariadb_caps::RELAYED,
             auth_plugin: default_plugin.as_bytes().to_vec(),
         };
         let mut out = BytesMut::new();

@@ -19,6 +19,8 @@ pub struct ServerInfo {
     pub collation: u8,
     /// A new session's status: AUTOCOMMIT follows the server's global `autocommit`.
     pub status: StatusFlags,
+    /// MariaDB's extended capabilities (0 from MySQL).
+    pub mariadb_caps: u32,
 }
 
 impl ServerInfo {
@@ -28,6 +30,7 @@ impl ServerInfo {
             caps: hs.capabilities,
             collation: hs.collation,
             status: hs.status,
+            mariadb_caps: hs.mariadb_caps,
         }
     }
 
@@ -38,6 +41,7 @@ impl ServerInfo {
             caps: flags::server_capabilities(),
             collation: FALLBACK_COLLATION,
             status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+            mariadb_caps: 0,
         }
     }
 }

@@ -37,6 +37,11 @@ pub enum Command<'a> {
         stmt_id: u32,
         body: &'a [u8],
     },
+    /// MariaDB's COM_STMT_BULK_EXECUTE; `body` as for `StmtExecute` (flags, types, rows).
+    StmtBulkExecute {
+        stmt_id: u32,
+        body: &'a [u8],
+    },
     StmtSendLongData {
         stmt_id: u32,
         param: u16,
@@ -87,6 +92,10 @@ impl<'a> Command<'a> {
                 stmt_id: r.u32()?,
                 body: r.rest(),
             },
+            CommandCode::StmtBulkExecute => Command::StmtBulkExecute {
+                stmt_id: r.u32()?,
+                body: r.rest(),
+            },
             CommandCode::StmtSendLongData => {
                 let stmt_id = r.u32()?;
                 let param = r.u16()?;
@@ -114,7 +123,8 @@ impl<'a> Command<'a> {
                 ResponseKind::None
             }
             Command::Query(_) => ResponseKind::Query,
-            Command::StmtExecute { .. } => ResponseKind::Execute,
+            // A bulk answers like an execute: OK, or a result set (RETURNING).
+            Command::StmtExecute { .. } | Command::StmtBulkExecute { .. } => ResponseKind::Execute,
             Command::StmtFetch { .. } => ResponseKind::Fetch,
             Command::StmtPrepare(_) => ResponseKind::Prepare,
             Command::FieldList { .. } => ResponseKind::FieldList,

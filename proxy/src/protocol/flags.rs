@@ -12,6 +12,18 @@ pub use mysql_common::constants::StatusFlags;
 
 /// Capabilities sluice advertises to clients (MySQL 8.0-like; no COMPRESS, no SSL unless TLS is configured,
 /// no MariaDB extensions, no OPTIONAL_RESULTSET_METADATA, no QUERY_ATTRIBUTES).
+/// MariaDB's extended capabilities (the last 4 filler bytes of the greeting and of the
+/// handshake response, used when CLIENT_LONG_PASSWORD, MariaDB's "CLIENT_MYSQL", is clear).
+pub mod mariadb_caps {
+    /// Progress report packets during long statements.
+    pub const PROGRESS: u32 = 1;
+    /// COM_STMT_BULK_EXECUTE: one prepared statement run for many parameter rows.
+    pub const STMT_BULK_OPERATIONS: u32 = 1 << 2;
+    /// What sluice relays: bulk execution, which changes no response layout (progress
+    /// packets, extended type info and cached metadata would).
+    pub const RELAYED: u32 = STMT_BULK_OPERATIONS;
+}
+
 pub fn server_capabilities() -> Capabilities {
     // Everything here is either layout the relay understands (DEPRECATE_EOF, SESSION_TRACK,
     // multi-results) or a flag that only changes server-side semantics; the shaping ones are

@@ -28,6 +28,8 @@ pub struct Handshake {
     pub collation: u8,
     pub status: StatusFlags,
     pub auth_plugin: Vec<u8>,
+    /// MariaDB's extended capabilities (`flags::mariadb_caps`); 0 from MySQL.
+    pub mariadb_caps: u32,
 }
 
 impl Handshake {
@@ -51,7 +53,12 @@ impl Handshake {
         let capabilities =
             Capabilities::from_bits_truncate(u32::from(caps_low) | (u32::from(caps_high) << 16));
         let data_len = usize::from(r.u8()?);
-        r.skip(10)?;
+        let filler = r.bytes(10)?;
+        let mariadb_caps = if capabilities.contains(Capabilities::CLIENT_LONG_PASSWORD) {
+            0
+        } else {
+            u32::from_le_bytes([filler[6], filler[7], filler[8], filler[9]])
+        };
         if !capabilities.contains(Capabilities::CLIENT_SECURE_CONNECTION) {
             return Err(Error::Malformed {
                 what: "handshake without CLIENT_SECURE_CONNECTION",
@@ -73,6 +80,7 @@ impl Handshake {
             collation,
             status,
             auth_plugin,
+            mariadb_caps,
         })
     }
 
@@ -90,7 +98,11 @@ impl Handshake {
         out.put_u16_le((caps >> 16) as u16);
         let plugin_auth = self.capabilities.contains(Capabilities::CLIENT_PLUGIN_AUTH);
         out.put_u8(if plugin_auth { 21 } else { 0 });
-        out.put_bytes(0, 10);
+        out.put_bytes(0, 6);
+        let mariadb = !self
+            .capabilities
+            .contains(Capabilities::CLIENT_LONG_PASSWORD);
+        out.put_u32_le(if mariadb { self.mariadb_caps } else { 0 });
         out.put_slice(&self.nonce[8..]);
         out.put_u8(0);
         if plugin_auth {
@@ -182,15 +194,23 @@ mod tests {
     }
 
     #[test]
-    fn mariadb_greeting_round_trips_except_the_extended_capabilities() {
+    fn mariadb_greeting_round_trips_with_its_extended_capabilities() {
         let hs = Handshake::decode(MARIADB_10_11).unwrap();
+        // PROGRESS | STMT_BULK_OPERATIONS | EXTENDED_TYPE_INFO | CACHE_METADATA.
+        assert_eq!(hs.mariadb_caps, 0x1d);
         let mut out = BytesMut::new();
         hs.encode(&mut out);
-        // sluice never advertises MariaDB extensions, so those 4 bytes are written as zero.
-        assert_eq!(&out[..61], &MARIADB_10_11[..61]);
-        assert_eq!(&out[61..65], &[0, 0, 0, 0]);
-        assert_eq!(&out[65..], &MARIADB_10_11[65..]);
-        assert_eq!(Handshake::decode(&out).unwrap(), hs);
+        assert_eq!(&out[..], MARIADB_10_11);
+    }
+
+    #[test]
+    fn extended_capabilities_are_not_written_for_a_mysql_greeting() {
+        let mut hs = Handshake::decode(MYSQL_8_0).unwrap();
+        hs.mariadb_caps = 0x1d;
+        let mut out = BytesMut::new();
+        hs.encode(&mut out);
+        assert_eq!(&out[..], MYSQL_8_0);
+        assert_eq!(Handshake::decode(&out).unwrap().mariadb_caps, 0);
     }
 
     #[test]

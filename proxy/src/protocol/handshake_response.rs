@@ -5,8 +5,8 @@
 //! <https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_connection_phase_packets_protocol_ssl_request.html>,
 //! <https://mariadb.com/kb/en/connection/#handshake-response-packet>.
 //!
-//! The 23 filler bytes are kept zero on encode; MariaDB puts its extended client capabilities
-//! in the last 4 of them, which sluice never requests.
+//! MariaDB puts its extended client capabilities in the last 4 of the 23 filler bytes, when
+//! CLIENT_LONG_PASSWORD (its "CLIENT_MYSQL") is clear.
 
 use bytes::{BufMut, BytesMut};
 
@@ -31,6 +31,8 @@ pub struct HandshakeResponse {
     /// `None` without CLIENT_PLUGIN_AUTH.
     pub auth_plugin: Option<Vec<u8>>,
     pub connect_attrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// MariaDB's extended capabilities (`flags::mariadb_caps`).
+    pub mariadb_caps: u32,
 }
 
 impl HandshakeResponse {
@@ -44,7 +46,12 @@ impl HandshakeResponse {
         }
         let max_packet = r.u32()?;
         let collation = r.u8()?;
-        r.skip(FILLER_LEN)?;
+        let filler = r.bytes(FILLER_LEN)?;
+        let mariadb_caps = if capabilities.contains(Capabilities::CLIENT_LONG_PASSWORD) {
+            0
+        } else {
+            u32::from_le_bytes([filler[19], filler[20], filler[21], filler[22]])
+        };
         let user = r.nul_bytes()?.to_vec();
         let auth_response =
             if capabilities.contains(Capabilities::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA) {
@@ -81,6 +88,7 @@ impl HandshakeResponse {
             database,
             auth_plugin,
             connect_attrs,
+            mariadb_caps,
         })
     }
 
@@ -90,7 +98,9 @@ impl HandshakeResponse {
         out.put_u32_le(caps.bits());
         out.put_u32_le(self.max_packet);
         out.put_u8(self.collation);
-        out.put_bytes(0, FILLER_LEN);
+        out.put_bytes(0, FILLER_LEN - 4);
+        let mariadb = !caps.contains(Capabilities::CLIENT_LONG_PASSWORD);
+        out.put_u32_le(if mariadb { self.mariadb_caps } else { 0 });
         put_nul_bytes(out, &self.user);
         if caps.contains(Capabilities::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA) {
             put_lenenc_bytes(out, &self.auth_response);

@@ -62,6 +62,15 @@ impl Session {
                 )
                 .await
             }
+            Command::StmtBulkExecute { stmt_id, .. } => {
+                self.stmt_command(
+                    &payload,
+                    stmt_id,
+                    ResponseKind::Execute,
+                    super::prepared::BULK_EXECUTE,
+                )
+                .await
+            }
             Command::StmtFetch { stmt_id, .. } => {
                 self.stmt_command(&payload, stmt_id, ResponseKind::Fetch, "mysqld_stmt_fetch")
                     .await

@@ -23,18 +23,36 @@ pub struct ClientStmt {
 pub struct ClientStmts {
     map: HashMap<u32, ClientStmt>,
     next_id: u32,
+    /// The id the last successful PREPARE got.
+    last: Option<u32>,
 }
+
+/// MariaDB's statement id for "the one this connection prepared last": Connector/C sends
+/// PREPARE and EXECUTE(-1) back to back (`mariadb_stmt_execute_direct`).
+pub const LAST_PREPARED: u32 = u32::MAX;
 
 impl ClientStmts {
     pub fn next_id(&mut self) -> u32 {
-        self.next_id = self.next_id.wrapping_add(1).max(1);
+        let bump = |id: u32| match id.wrapping_add(1) {
+            0 | LAST_PREPARED => 1,
+            n => n,
+        };
+        self.next_id = bump(self.next_id);
         while self.map.contains_key(&self.next_id) {
-            self.next_id = self.next_id.wrapping_add(1).max(1);
+            self.next_id = bump(self.next_id);
         }
         self.next_id
     }
     pub fn insert(&mut self, id: u32, stmt: ClientStmt) {
         self.map.insert(id, stmt);
+        self.last = Some(id);
+    }
+    /// The id a command means: `LAST_PREPARED` stands for the last prepared statement.
+    pub fn resolve(&self, id: u32) -> u32 {
+        match (id, self.last) {
+            (LAST_PREPARED, Some(last)) => last,
+            _ => id,
+        }
     }
     pub fn get(&self, id: u32) -> Option<&ClientStmt> {
         self.map.get(&id)
@@ -45,8 +63,12 @@ impl ClientStmts {
     pub fn remove(&mut self, id: u32) -> Option<ClientStmt> {
         self.map.remove(&id)
     }
+    pub fn forget_last(&mut self) {
+        self.last = None;
+    }
     pub fn clear(&mut self) {
         self.map.clear();
+        self.last = None;
     }
     pub fn len(&self) -> usize {
         self.map.len()
@@ -111,6 +133,51 @@ pub fn execute_for_backend(
             body.extend_from_slice(&payload[l.flag_at + 1..]);
             holds = Some(types.clone());
         }
+    }
+    let _ = set_stmt_id(&mut body, backend_id);
+    let mut out = bytes::BytesMut::with_capacity(body.len() + 4);
+    frame::write_packet(&mut out, 0, &body);
+    (out.to_vec(), holds)
+}
+
+/// The name MariaDB gives COM_STMT_BULK_EXECUTE in errors.
+pub const BULK_EXECUTE: &str = "mysqld_stmt_bulk_execute";
+/// COM_STMT_BULK_EXECUTE flag: parameter types follow the flags.
+const BULK_SEND_TYPES: u16 = 128;
+
+/// The types a bulk command carries (`[0xFA][stmt id][flags u16][2 bytes per parameter]`).
+pub fn bulk_types(payload: &[u8], params: u16) -> Option<Vec<u8>> {
+    let flags = u16::from_le_bytes([*payload.get(5)?, *payload.get(6)?]);
+    if flags & BULK_SEND_TYPES == 0 {
+        return None;
+    }
+    payload.get(7..7 + 2 * params as usize).map(<[u8]>::to_vec)
+}
+
+/// A bulk command for a backend, like `execute_for_backend`: the statement id, and the
+/// client's known types spliced in when it sent none and the backend's copy holds others.
+pub fn bulk_for_backend(
+    payload: &[u8],
+    backend_id: u32,
+    stmt: &ClientStmt,
+    backend_types: Option<&[u8]>,
+) -> (Vec<u8>, Option<Vec<u8>>) {
+    let mut body = payload.to_vec();
+    let mut holds = backend_types.map(<[u8]>::to_vec);
+    if let Some(sent) = bulk_types(payload, stmt.params) {
+        holds = Some(sent);
+    } else if let (Some(flags), Some(types)) = (
+        payload.get(5..7),
+        stmt.types
+            .as_ref()
+            .filter(|t| Some(t.as_slice()) != backend_types),
+    ) {
+        let flags = u16::from_le_bytes([flags[0], flags[1]]) | BULK_SEND_TYPES;
+        body.truncate(5);
+        body.extend_from_slice(&flags.to_le_bytes());
+        body.extend_from_slice(types);
+        body.extend_from_slice(&payload[7..]);
+        holds = Some(types.clone());
     }
     let _ = set_stmt_id(&mut body, backend_id);
     let mut out = bytes::BytesMut::with_capacity(body.len() + 4);
@@ -186,11 +253,14 @@ mod tests {
 }
 
 mod handlers {
-    //! The session side: PREPARE, EXECUTE, FETCH, SEND_LONG_DATA, RESET and CLOSE.
+    //! The session side: PREPARE, EXECUTE, BULK_EXECUTE, FETCH, SEND_LONG_DATA, RESET and
+    //! CLOSE.
 
     use std::sync::Arc;
 
-    use super::{execute_for_backend, readdressed, ClientStmt};
+    use super::{
+        bulk_for_backend, bulk_types, execute_for_backend, readdressed, ClientStmt, BULK_EXECUTE,
+    };
     use crate::conn::stmts::stmt_key;
     use crate::protocol::{ErrPacket, ResponseKind};
     use crate::session::{Flow, Session, Step};
@@ -200,6 +270,9 @@ mod handlers {
         /// COM_STMT_PREPARE runs on any backend; the client sees its own statement id.
         pub(in crate::session) async fn prepare(&mut self, packet: &[u8], sql: &[u8]) -> Step {
             Stats::incr(&self.ctx.stats.statements);
+            // As the server does, a PREPARE that fails leaves no "last prepared" statement,
+            // so a pipelined EXECUTE(-1) fails instead of running an older one.
+            self.stmts.forget_last();
             if let Err(err) = self.acquire().await {
                 self.release_if_possible();
                 self.reply_err(1, &err).await?;
@@ -245,6 +318,7 @@ mod handlers {
             what: &str,
         ) -> Step {
             let is_execute = kind == ResponseKind::Execute;
+            let client_id = self.stmts.resolve(client_id);
             let Some(mut stmt) = self.stmts.get(client_id).cloned() else {
                 if kind == ResponseKind::None {
                     return Ok(Flow::Continue); // SEND_LONG_DATA has no response, even for errors
@@ -263,12 +337,18 @@ mod handlers {
                     .map(|_| Flow::Continue)
                     .map_err(|_| ClientCloseReason::Eof);
             }
-            if is_execute {
-                if let Some(types) = super::bound_types(payload, stmt.params) {
-                    stmt.types = Some(types.clone());
-                    if let Some(s) = self.stmts.get_mut(client_id) {
-                        s.types = Some(types);
-                    }
+            let bulk = what == BULK_EXECUTE;
+            let sent_types = if bulk {
+                bulk_types(payload, stmt.params)
+            } else if is_execute {
+                super::bound_types(payload, stmt.params)
+            } else {
+                None
+            };
+            if let Some(types) = sent_types {
+                stmt.types = Some(types.clone());
+                if let Some(s) = self.stmts.get_mut(client_id) {
+                    s.types = Some(types);
                 }
             }
             self.reg
@@ -299,8 +379,11 @@ mod handlers {
             let packet = match (is_execute, self.backend.as_mut()) {
                 (true, Some(b)) => {
                     let held = b.stmts.get(&stmt.key).and_then(|s| s.types.clone());
-                    let (packet, holds) =
-                        execute_for_backend(payload, backend_id, &stmt, held.as_deref());
+                    let (packet, holds) = if bulk {
+                        bulk_for_backend(payload, backend_id, &stmt, held.as_deref())
+                    } else {
+                        execute_for_backend(payload, backend_id, &stmt, held.as_deref())
+                    };
                     if let Some(s) = b.stmts.get(&stmt.key) {
                         s.types = holds;
                     }
@@ -358,6 +441,7 @@ mod handlers {
         /// COM_STMT_CLOSE frees the client's id; the backend copy stays for reuse until the
         /// cache evicts it.
         pub(in crate::session) fn close_stmt(&mut self, client_id: u32) {
+            let client_id = self.stmts.resolve(client_id);
             self.stmts.remove(client_id);
         }
     }

@@ -90,6 +90,7 @@ impl Raw {
             database: None,
             auth_plugin: Some(auth::NATIVE.as_bytes().to_vec()),
             connect_attrs: Vec::new(),
+            mariadb_caps: 0,
         };
         let mut payload = BytesMut::new();
         response.encode(&mut payload);

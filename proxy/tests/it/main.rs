@@ -12,6 +12,7 @@ mod backend_tls;
 mod bad_input;
 mod clients;
 mod connector_c;
+mod connector_c_suite;
 mod core;
 mod drivers;
 mod faults;

@@ -317,6 +317,7 @@ async fn ssl_request_and_client_hello_in_one_segment() {
         database: None,
         auth_plugin: Some(auth::NATIVE.as_bytes().to_vec()),
         connect_attrs: Vec::new(),
+        mariadb_caps: 0,
     };
     let mut payload = BytesMut::new();
     response.encode(&mut payload);

@@ -1,0 +1,86 @@
+//! MariaDB's own C API test suite (`mariadb-client-test`, Debian package mariadb-test), run
+//! through sluice for the cases that found differences: bulk execution (COM_STMT_BULK_EXECUTE
+//! with RETURNING, auto-increment, REPLACE, DELETE), `mariadb_stmt_execute_direct`
+//! (PREPARE and EXECUTE(-1) pipelined), COM_CHANGE_USER, and a refused client character set.
+//! Each case also runs directly first, so a case this server cannot pass is reported as such.
+
+use mysql_async::prelude::Queryable;
+use tokio::process::Command;
+
+use crate::harness::*;
+
+const PROGRAM: &str = "mariadb-client-test";
+
+const CASES: &[&str] = &[
+    "test_bulk_autoinc",
+    "test_bulk_delete",
+    "test_bulk_delete_returning",
+    "test_bulk_insert_returning",
+    "test_bulk_replace",
+    "test_mdev_24411",
+    "test_mdev_34718_ad",
+    "test_mdev_34718_au",
+    "test_execute_direct",
+    "test_mdev19838",
+    "test_bug20023",
+    "test_bug30472",
+    "test_bug31418",
+    "test_mdev4326",
+    "test_bug58036",
+];
+
+/// Runs one case; `Err` carries its output.
+async fn run(case: &str, host: &str, port: u16, user: &str, password: &str) -> Result<(), String> {
+    let out = Command::new(PROGRAM)
+        .args([
+            "--no-defaults",
+            &format!("--host={host}"),
+            &format!("--port={port}"),
+            &format!("--user={user}"),
+            &format!("--password={password}"),
+            "--database=test",
+            "-c",
+            case,
+        ])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("cannot run {PROGRAM} (Debian package mariadb-test): {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb_client_test_cases_pass_through_sluice() {
+    let s = server();
+    let mut direct = direct(None).await;
+    direct
+        .query_drop("CREATE DATABASE IF NOT EXISTS test")
+        .await
+        .unwrap();
+    direct.disconnect().await.unwrap();
+    let proxy = start(config(4)).await;
+    let addr = proxy.local_addr();
+    let mut failures = Vec::new();
+    // One case at a time: they all use the database client_test_db.
+    for case in CASES {
+        run(case, &s.host, s.port, &s.user, &s.password)
+            .await
+            .unwrap_or_else(|e| panic!("{case} fails directly against the server:\n{e}"));
+        if let Err(e) = run(case, &addr.ip().to_string(), addr.port(), "app", "secret").await {
+            failures.push(format!("{case}:\n{e}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "through sluice:\n{}",
+        failures.join("\n")
+    );
+}
