@@ -122,11 +122,7 @@ pub fn execute_for_backend(
     if let Some(l) = exec_layout(payload, stmt.params) {
         if l.bound {
             holds = bound_types(payload, stmt.params);
-        } else if let Some(types) = stmt
-            .types
-            .as_ref()
-            .filter(|t| Some(t.as_slice()) != backend_types)
-        {
+        } else if let Some(types) = types_missing_on(stmt, backend_types) {
             body.truncate(l.flag_at);
             body.push(1);
             body.extend_from_slice(types);
@@ -134,10 +130,22 @@ pub fn execute_for_backend(
             holds = Some(types.clone());
         }
     }
+    (addressed(body, backend_id), holds)
+}
+
+/// The client's known parameter types, when the backend's copy holds other (or no) types.
+fn types_missing_on<'a>(stmt: &'a ClientStmt, backend_types: Option<&[u8]>) -> Option<&'a Vec<u8>> {
+    stmt.types
+        .as_ref()
+        .filter(|t| Some(t.as_slice()) != backend_types)
+}
+
+/// `body` with its statement id set to `backend_id`, framed.
+fn addressed(mut body: Vec<u8>, backend_id: u32) -> Vec<u8> {
     let _ = set_stmt_id(&mut body, backend_id);
     let mut out = bytes::BytesMut::with_capacity(body.len() + 4);
     frame::write_packet(&mut out, 0, &body);
-    (out.to_vec(), holds)
+    out.to_vec()
 }
 
 /// The name MariaDB gives COM_STMT_BULK_EXECUTE in errors.
@@ -166,12 +174,9 @@ pub fn bulk_for_backend(
     let mut holds = backend_types.map(<[u8]>::to_vec);
     if let Some(sent) = bulk_types(payload, stmt.params) {
         holds = Some(sent);
-    } else if let (Some(flags), Some(types)) = (
-        payload.get(5..7),
-        stmt.types
-            .as_ref()
-            .filter(|t| Some(t.as_slice()) != backend_types),
-    ) {
+    } else if let (Some(flags), Some(types)) =
+        (payload.get(5..7), types_missing_on(stmt, backend_types))
+    {
         let flags = u16::from_le_bytes([flags[0], flags[1]]) | BULK_SEND_TYPES;
         body.truncate(5);
         body.extend_from_slice(&flags.to_le_bytes());
@@ -179,19 +184,12 @@ pub fn bulk_for_backend(
         body.extend_from_slice(&payload[7..]);
         holds = Some(types.clone());
     }
-    let _ = set_stmt_id(&mut body, backend_id);
-    let mut out = bytes::BytesMut::with_capacity(body.len() + 4);
-    frame::write_packet(&mut out, 0, &body);
-    (out.to_vec(), holds)
+    (addressed(body, backend_id), holds)
 }
 
 /// A command packet (CLOSE, RESET, SEND_LONG_DATA, FETCH) re-addressed to `backend_id`.
 pub fn readdressed(payload: &[u8], backend_id: u32) -> Vec<u8> {
-    let mut body = payload.to_vec();
-    let _ = set_stmt_id(&mut body, backend_id);
-    let mut out = bytes::BytesMut::with_capacity(body.len() + 4);
-    frame::write_packet(&mut out, 0, &body);
-    out.to_vec()
+    addressed(payload.to_vec(), backend_id)
 }
 
 #[cfg(test)]
@@ -207,6 +205,37 @@ mod tests {
             types,
             presents: Default::default(),
         }
+    }
+
+    /// BULK_EXECUTE stmt 5, one BIGINT param, no types sent, rows: indicator 0 + 41.
+    const BULK_UNTYPED: &[u8] = &[0xFA, 5, 0, 0, 0, 0, 0, 0, 41, 0, 0, 0, 0, 0, 0, 0];
+
+    #[test]
+    fn bulk_gets_the_known_types_where_the_backend_lacks_them() {
+        let s = stmt(1, Some(vec![0x08, 0x00]));
+        let (packet, holds) = bulk_for_backend(BULK_UNTYPED, 9, &s, None);
+        let body = &packet[4..];
+        assert_eq!(&body[..5], &[0xFA, 9, 0, 0, 0]);
+        assert_eq!(&body[5..7], &128u16.to_le_bytes());
+        assert_eq!(&body[7..9], &[0x08, 0x00]);
+        assert_eq!(&body[9..], &BULK_UNTYPED[7..]);
+        assert_eq!(holds, Some(vec![0x08, 0x00]));
+        assert_eq!(bulk_types(body, 1), Some(vec![0x08, 0x00]));
+        // The backend already holds them: only the id changes.
+        let (packet, _) = bulk_for_backend(BULK_UNTYPED, 9, &s, Some(&[0x08, 0x00]));
+        assert_eq!(&packet[4 + 5..], &BULK_UNTYPED[5..]);
+    }
+
+    #[test]
+    fn last_prepared_resolves_until_a_prepare_fails() {
+        let mut c = ClientStmts::default();
+        assert_eq!(c.resolve(LAST_PREPARED), LAST_PREPARED);
+        let id = c.next_id();
+        c.insert(id, stmt(0, None));
+        assert_eq!(c.resolve(LAST_PREPARED), id);
+        assert_eq!(c.resolve(id), id);
+        c.forget_last();
+        assert_eq!(c.resolve(LAST_PREPARED), LAST_PREPARED);
     }
 
     /// EXECUTE stmt 5, one BIGINT (0x08) param = 41, with types.
