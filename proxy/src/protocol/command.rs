@@ -308,9 +308,18 @@ mod tests {
             Command::Unsupported(CommandCode::BinlogDump)
         );
         assert_eq!(
-            Command::parse(&[0xFA]).unwrap(),
-            Command::Unsupported(CommandCode::StmtBulkExecute)
+            Command::parse(&[0x1E, 0, 0]).unwrap(),
+            Command::Unsupported(CommandCode::BinlogDumpGtid)
         );
+        // MariaDB's bulk execute: statement 7, flags SEND_TYPES.
+        assert_eq!(
+            Command::parse(&[0xFA, 7, 0, 0, 0, 0x80, 0]).unwrap(),
+            Command::StmtBulkExecute {
+                stmt_id: 7,
+                body: &[0x80, 0]
+            }
+        );
+        assert!(Command::parse(&[0xFA]).is_err());
         assert_eq!(Command::parse(&[0x7F]).unwrap(), Command::Unknown(0x7F));
         assert_eq!(
             Command::parse(&[]),
