@@ -15,8 +15,7 @@ use super::server_info::{ServerInfo, ServerInfoCell};
 use super::{Error, PacketStream};
 use crate::config::{AuthPluginName, Config, UserConfig};
 use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
-use crate::protocol::charset::refused_client_charset;
-use crate::protocol::codes;
+use crate::protocol::charset;
 use crate::protocol::handshake_response::is_ssl_request;
 use crate::protocol::{
     auth, flags, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake,
@@ -67,10 +66,11 @@ pub enum HandshakeError {
 }
 
 /// Capabilities sluice offers, narrowed to what a relayed backend can honour.
-pub fn offered_caps(backend: Capabilities) -> Capabilities {
+fn offered_caps(backend: Capabilities) -> Capabilities {
     let shaping = flags::shaping_mask();
-    // A shaping capability the backend lacks cannot be offered: its responses would not match.
-    let missing = shaping & !backend;
+    // A shaping capability the backend lacks cannot be offered: its responses would not
+    // match. Session tracking is the exception: sluice keeps or strips that itself.
+    let missing = shaping & !(backend | Capabilities::CLIENT_SESSION_TRACK);
     // A MariaDB server clears CLIENT_LONG_PASSWORD ("CLIENT_MYSQL") to say its extended
     // capabilities follow; sluice presents it the same way.
     let mysql = backend & Capabilities::CLIENT_LONG_PASSWORD;
@@ -87,14 +87,18 @@ impl HandshakeContext {
 
     /// The version string clients see.
     pub fn server_version(&self) -> Vec<u8> {
+        self.version_of(&self.server_info())
+    }
+
+    fn version_of(&self, server: &ServerInfo) -> Vec<u8> {
         self.version_override
             .clone()
-            .unwrap_or_else(|| self.server_info().version.clone())
+            .unwrap_or_else(|| server.version.clone())
     }
 
     /// Capabilities offered to clients (without CLIENT_SSL).
     pub fn offered(&self) -> Capabilities {
-        offered_caps(self.server_info().caps | Capabilities::CLIENT_SESSION_TRACK)
+        offered_caps(self.server_info().caps)
     }
 
     /// Runs the handshake on a freshly accepted client. On failure the client has been sent an
@@ -106,17 +110,14 @@ impl HandshakeContext {
         config: &Config,
     ) -> Result<ClientHello, HandshakeError> {
         let server = self.server_info();
-        let mut offered = offered_caps(server.caps | Capabilities::CLIENT_SESSION_TRACK);
+        let mut offered = offered_caps(server.caps);
         if self.tls.is_some() {
             offered |= Capabilities::CLIENT_SSL;
         }
         let nonce = auth::random_nonce();
         let default_plugin = plugin_name(config.default_auth_plugin);
         let greeting = Handshake {
-            server_version: self
-                .version_override
-                .clone()
-                .unwrap_or_else(|| server.version.clone()),
+            server_version: self.version_of(&server),
             connection_id,
             nonce,
             capabilities: offered,
@@ -245,15 +246,8 @@ impl HandshakeContext {
             send_err(stream, seq, &err).await;
             return Err(HandshakeError::Rejected("access denied"));
         };
-        if let Some(charset) = refused_client_charset(response.collation) {
-            let msg =
-                format!("Variable 'character_set_client' can't be set to the value of '{charset}'");
-            send_err(
-                stream,
-                seq,
-                &ErrPacket::from_code(codes::WRONG_VALUE_FOR_VAR, msg.as_bytes()),
-            )
-            .await;
+        if let Some(err) = charset::refusal(u16::from(response.collation)) {
+            send_err(stream, seq, &err).await;
             return Err(HandshakeError::Rejected("client character set"));
         }
         Ok(ClientHello {

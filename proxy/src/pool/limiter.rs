@@ -24,9 +24,8 @@
 //! below a small knee are dear (at a knee of 2, a probe to 1 halves throughput while it
 //! lasts): a down probe whose first tick already lost 1.5 x `far_below` is undone at once,
 //! and one that lost more than `far_below` makes the next wait one extra hold, then two,
-//! then three (a kept probe or a slowdown resets this). A sharp slowdown at
-//! an unchanged limit (the
-//! server lost CPUs) skips the hold and probes down at once. Comparisons are always between
+//! then three (a kept probe or a slowdown resets this). A sharp slowdown at an unchanged
+//! limit (the server lost CPUs) skips the hold and probes down at once. Comparisons are always between
 //! two adjacent measurements, so slow drift in the load does not accumulate; the asymmetric
 //! thresholds are the hysteresis. A difference within twice the measurements' standard error
 //! (from the spread of the per-tick rates) is treated as no difference, and without evidence

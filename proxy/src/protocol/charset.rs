@@ -9,6 +9,20 @@
 //! Ids are the server's `information_schema.COLLATIONS` ids below 256 (the handshake's one
 //! byte), the same in MySQL 8.0 and MariaDB 10.11.
 
+use super::codes;
+use super::err::ErrPacket;
+
+/// The server's ER_WRONG_VALUE_FOR_VAR for a client asking for `collation` (handshake or
+/// COM_CHANGE_USER), or `None` when the server accepts it.
+pub fn refusal(collation: u16) -> Option<ErrPacket> {
+    let charset = refused_client_charset(u8::try_from(collation).ok()?)?;
+    let msg = format!("Variable 'character_set_client' can't be set to the value of '{charset}'");
+    Some(ErrPacket::from_code(
+        codes::WRONG_VALUE_FOR_VAR,
+        msg.as_bytes(),
+    ))
+}
+
 /// The character set behind `collation` when the server refuses it as a client character set.
 pub fn refused_client_charset(collation: u8) -> Option<&'static str> {
     match collation {
@@ -49,5 +63,17 @@ mod tests {
         for (id, name) in cases {
             assert_eq!(refused_client_charset(id), Some(name), "{id}");
         }
+    }
+
+    #[test]
+    fn the_refusal_is_the_servers_error() {
+        let err = refusal(35).expect("ucs2 is refused");
+        assert_eq!((err.code, &err.sql_state[..]), (1231, &b"42000"[..]));
+        assert_eq!(
+            &err.message[..],
+            &b"Variable 'character_set_client' can't be set to the value of 'ucs2'"[..]
+        );
+        assert!(refusal(45).is_none());
+        assert!(refusal(300).is_none());
     }
 }

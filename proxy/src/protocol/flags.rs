@@ -22,6 +22,11 @@ pub mod mariadb_caps {
     /// What sluice relays: bulk execution, which changes no response layout (progress
     /// packets, extended type info and cached metadata would).
     pub const RELAYED: u32 = STMT_BULK_OPERATIONS;
+
+    /// Whether a greeting or handshake response with `caps` carries the extended ones.
+    pub fn carried(caps: super::Capabilities) -> bool {
+        !caps.contains(super::Capabilities::CLIENT_LONG_PASSWORD)
+    }
 }
 
 pub fn server_capabilities() -> Capabilities {

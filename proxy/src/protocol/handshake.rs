@@ -12,7 +12,7 @@ use bytes::{BufMut, BytesMut};
 
 use super::buf::{put_nul_bytes, Reader};
 use super::error::{Error, Result};
-use super::flags::{Capabilities, StatusFlags};
+use super::flags::{mariadb_caps, Capabilities, StatusFlags};
 
 const PROTOCOL_VERSION: u8 = 10;
 const MARIADB_PREFIX: &[u8] = b"5.5.5-";
@@ -54,10 +54,10 @@ impl Handshake {
             Capabilities::from_bits_truncate(u32::from(caps_low) | (u32::from(caps_high) << 16));
         let data_len = usize::from(r.u8()?);
         let filler = r.bytes(10)?;
-        let mariadb_caps = if capabilities.contains(Capabilities::CLIENT_LONG_PASSWORD) {
-            0
-        } else {
+        let mariadb_caps = if mariadb_caps::carried(capabilities) {
             u32::from_le_bytes([filler[6], filler[7], filler[8], filler[9]])
+        } else {
+            0
         };
         if !capabilities.contains(Capabilities::CLIENT_SECURE_CONNECTION) {
             return Err(Error::Malformed {
@@ -99,10 +99,8 @@ impl Handshake {
         let plugin_auth = self.capabilities.contains(Capabilities::CLIENT_PLUGIN_AUTH);
         out.put_u8(if plugin_auth { 21 } else { 0 });
         out.put_bytes(0, 6);
-        let mariadb = !self
-            .capabilities
-            .contains(Capabilities::CLIENT_LONG_PASSWORD);
-        out.put_u32_le(if mariadb { self.mariadb_caps } else { 0 });
+        let carried = mariadb_caps::carried(self.capabilities);
+        out.put_u32_le(if carried { self.mariadb_caps } else { 0 });
         out.put_slice(&self.nonce[8..]);
         out.put_u8(0);
         if plugin_auth {

@@ -12,7 +12,7 @@ use bytes::{BufMut, BytesMut};
 
 use super::buf::{put_lenenc_bytes, put_lenenc_int, put_nul_bytes, Reader};
 use super::error::{Error, Result};
-use super::flags::Capabilities;
+use super::flags::{mariadb_caps, Capabilities};
 
 const FILLER_LEN: usize = 23;
 /// Length of an SSLRequest (and of the fixed head of a HandshakeResponse41).
@@ -47,10 +47,10 @@ impl HandshakeResponse {
         let max_packet = r.u32()?;
         let collation = r.u8()?;
         let filler = r.bytes(FILLER_LEN)?;
-        let mariadb_caps = if capabilities.contains(Capabilities::CLIENT_LONG_PASSWORD) {
-            0
-        } else {
+        let mariadb_caps = if mariadb_caps::carried(capabilities) {
             u32::from_le_bytes([filler[19], filler[20], filler[21], filler[22]])
+        } else {
+            0
         };
         let user = r.nul_bytes()?.to_vec();
         let auth_response =
@@ -99,8 +99,8 @@ impl HandshakeResponse {
         out.put_u32_le(self.max_packet);
         out.put_u8(self.collation);
         out.put_bytes(0, FILLER_LEN - 4);
-        let mariadb = !caps.contains(Capabilities::CLIENT_LONG_PASSWORD);
-        out.put_u32_le(if mariadb { self.mariadb_caps } else { 0 });
+        let carried = mariadb_caps::carried(caps);
+        out.put_u32_le(if carried { self.mariadb_caps } else { 0 });
         put_nul_bytes(out, &self.user);
         if caps.contains(Capabilities::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA) {
             put_lenenc_bytes(out, &self.auth_response);

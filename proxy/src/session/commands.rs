@@ -6,11 +6,11 @@ use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
 
+use super::prepared::StmtCmd;
 use super::{framed, Flow, Session, Step};
 use crate::classify::{classify, Classification, KillTarget};
 use crate::conn::backend::{query_payload, BackendConn, Health, PoolKey};
-use crate::protocol::charset::refused_client_charset;
-use crate::protocol::codes;
+use crate::protocol::charset;
 use crate::protocol::frame::LogicalSpan;
 use crate::protocol::{
     auth, ChangeUser, Command, ErrPacket, ResponseKind, ResponseSummary, SessionStateChange,
@@ -54,39 +54,21 @@ impl Session {
                 self.prepare(&packet, &sql).await
             }
             Command::StmtExecute { stmt_id, .. } => {
-                self.stmt_command(
-                    &payload,
-                    stmt_id,
-                    ResponseKind::Execute,
-                    "mysqld_stmt_execute",
-                )
-                .await
+                self.stmt_command(&payload, stmt_id, StmtCmd::Execute).await
             }
             Command::StmtBulkExecute { stmt_id, .. } => {
-                self.stmt_command(
-                    &payload,
-                    stmt_id,
-                    ResponseKind::Execute,
-                    super::prepared::BULK_EXECUTE,
-                )
-                .await
+                self.stmt_command(&payload, stmt_id, StmtCmd::BulkExecute)
+                    .await
             }
             Command::StmtFetch { stmt_id, .. } => {
-                self.stmt_command(&payload, stmt_id, ResponseKind::Fetch, "mysqld_stmt_fetch")
-                    .await
+                self.stmt_command(&payload, stmt_id, StmtCmd::Fetch).await
             }
             Command::StmtSendLongData { stmt_id, .. } => {
-                self.stmt_command(
-                    &payload,
-                    stmt_id,
-                    ResponseKind::None,
-                    "mysqld_stmt_send_long_data",
-                )
-                .await
+                self.stmt_command(&payload, stmt_id, StmtCmd::SendLongData)
+                    .await
             }
             Command::StmtReset(stmt_id) => {
-                self.stmt_command(&payload, stmt_id, ResponseKind::Simple, "mysqld_stmt_reset")
-                    .await
+                self.stmt_command(&payload, stmt_id, StmtCmd::Reset).await
             }
             Command::StmtClose(stmt_id) => {
                 self.close_stmt(stmt_id);
@@ -341,14 +323,7 @@ impl Session {
                 .await?;
             return Ok(Flow::Continue);
         };
-        let charset = req
-            .collation
-            .and_then(|c| u8::try_from(c).ok())
-            .and_then(refused_client_charset);
-        if let Some(charset) = charset {
-            let msg =
-                format!("Variable 'character_set_client' can't be set to the value of '{charset}'");
-            let err = ErrPacket::from_code(codes::WRONG_VALUE_FOR_VAR, msg.as_bytes());
+        if let Some(err) = req.collation.and_then(charset::refusal) {
             self.reply_err(seq, &err).await?;
             return Ok(Flow::Continue);
         }

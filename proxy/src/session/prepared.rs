@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::conn::stmts::StmtKey;
-use crate::protocol::{command::set_stmt_id, frame};
+use crate::protocol::{command::set_stmt_id, frame, ResponseKind};
 
 #[derive(Clone)]
 pub struct ClientStmt {
@@ -148,8 +148,74 @@ fn addressed(mut body: Vec<u8>, backend_id: u32) -> Vec<u8> {
     out.to_vec()
 }
 
-/// The name MariaDB gives COM_STMT_BULK_EXECUTE in errors.
-pub const BULK_EXECUTE: &str = "mysqld_stmt_bulk_execute";
+/// A command addressed to a prepared statement that runs on a backend (CLOSE is answered by
+/// sluice itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StmtCmd {
+    Execute,
+    /// MariaDB's COM_STMT_BULK_EXECUTE.
+    BulkExecute,
+    Fetch,
+    SendLongData,
+    Reset,
+}
+
+impl StmtCmd {
+    /// The name the server gives the command in errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            StmtCmd::Execute => "mysqld_stmt_execute",
+            StmtCmd::BulkExecute => "mysqld_stmt_bulk_execute",
+            StmtCmd::Fetch => "mysqld_stmt_fetch",
+            StmtCmd::SendLongData => "mysqld_stmt_send_long_data",
+            StmtCmd::Reset => "mysqld_stmt_reset",
+        }
+    }
+
+    pub fn response(self) -> ResponseKind {
+        match self {
+            // A bulk answers like an execute: OK, or a result set (RETURNING).
+            StmtCmd::Execute | StmtCmd::BulkExecute => ResponseKind::Execute,
+            StmtCmd::Fetch => ResponseKind::Fetch,
+            StmtCmd::SendLongData => ResponseKind::None,
+            StmtCmd::Reset => ResponseKind::Simple,
+        }
+    }
+
+    /// Runs the statement (rather than fetching from, feeding or resetting it).
+    pub fn runs(self) -> bool {
+        matches!(self, StmtCmd::Execute | StmtCmd::BulkExecute)
+    }
+
+    /// The parameter types the client sent with this command, if any.
+    pub fn sent_types(self, payload: &[u8], params: u16) -> Option<Vec<u8>> {
+        match self {
+            StmtCmd::Execute => bound_types(payload, params),
+            StmtCmd::BulkExecute => bulk_types(payload, params),
+            _ => None,
+        }
+    }
+
+    /// The packet for a backend whose copy of `stmt` is `backend_id` holding
+    /// `backend_types`, and the types it holds afterwards.
+    pub fn for_backend(
+        self,
+        payload: &[u8],
+        backend_id: u32,
+        stmt: &ClientStmt,
+        backend_types: Option<&[u8]>,
+    ) -> (Vec<u8>, Option<Vec<u8>>) {
+        match self {
+            StmtCmd::Execute => execute_for_backend(payload, backend_id, stmt, backend_types),
+            StmtCmd::BulkExecute => bulk_for_backend(payload, backend_id, stmt, backend_types),
+            _ => (
+                addressed(payload.to_vec(), backend_id),
+                backend_types.map(<[u8]>::to_vec),
+            ),
+        }
+    }
+}
+
 /// COM_STMT_BULK_EXECUTE flag: parameter types follow the flags.
 const BULK_SEND_TYPES: u16 = 128;
 
@@ -185,11 +251,6 @@ pub fn bulk_for_backend(
         holds = Some(types.clone());
     }
     (addressed(body, backend_id), holds)
-}
-
-/// A command packet (CLOSE, RESET, SEND_LONG_DATA, FETCH) re-addressed to `backend_id`.
-pub fn readdressed(payload: &[u8], backend_id: u32) -> Vec<u8> {
-    addressed(payload.to_vec(), backend_id)
 }
 
 #[cfg(test)]
@@ -287,9 +348,7 @@ mod handlers {
 
     use std::sync::Arc;
 
-    use super::{
-        bulk_for_backend, bulk_types, execute_for_backend, readdressed, ClientStmt, BULK_EXECUTE,
-    };
+    use super::{ClientStmt, StmtCmd};
     use crate::conn::stmts::stmt_key;
     use crate::protocol::{ErrPacket, ResponseKind};
     use crate::session::{Flow, Session, Step};
@@ -337,28 +396,29 @@ mod handlers {
             Ok(Flow::Continue)
         }
 
-        /// EXECUTE, FETCH, SEND_LONG_DATA and RESET: find or create the statement on the
-        /// backend that runs it, re-address the packet, relay.
+        /// EXECUTE, BULK_EXECUTE, FETCH, SEND_LONG_DATA and RESET: find or create the
+        /// statement on the backend that runs it, re-address the packet, relay.
         pub(in crate::session) async fn stmt_command(
             &mut self,
             payload: &[u8],
             client_id: u32,
-            kind: ResponseKind,
-            what: &str,
+            cmd: StmtCmd,
         ) -> Step {
-            let is_execute = kind == ResponseKind::Execute;
+            let kind = cmd.response();
             let client_id = self.stmts.resolve(client_id);
             let Some(mut stmt) = self.stmts.get(client_id).cloned() else {
                 if kind == ResponseKind::None {
                     return Ok(Flow::Continue); // SEND_LONG_DATA has no response, even for errors
                 }
-                let msg =
-                    format!("Unknown prepared statement handler ({client_id}) given to {what}");
+                let msg = format!(
+                    "Unknown prepared statement handler ({client_id}) given to {}",
+                    cmd.name()
+                );
                 self.reply_err(1, &ErrPacket::new(1243, "HY000", msg.as_bytes()))
                     .await?;
                 return Ok(Flow::Continue);
             };
-            if what == "mysqld_stmt_reset" && self.backend.is_none() {
+            if cmd == StmtCmd::Reset && self.backend.is_none() {
                 // Nothing pending anywhere: long data and cursors pin the session.
                 return self
                     .send_ok(1)
@@ -366,15 +426,7 @@ mod handlers {
                     .map(|_| Flow::Continue)
                     .map_err(|_| ClientCloseReason::Eof);
             }
-            let bulk = what == BULK_EXECUTE;
-            let sent_types = if bulk {
-                bulk_types(payload, stmt.params)
-            } else if is_execute {
-                super::bound_types(payload, stmt.params)
-            } else {
-                None
-            };
-            if let Some(types) = sent_types {
+            if let Some(types) = cmd.sent_types(payload, stmt.params) {
                 stmt.types = Some(types.clone());
                 if let Some(s) = self.stmts.get_mut(client_id) {
                     s.types = Some(types);
@@ -392,7 +444,7 @@ mod handlers {
                 }
                 return Ok(Flow::Continue);
             }
-            if is_execute {
+            if cmd.runs() {
                 self.present_identity(stmt.presents).await;
             }
             let backend_id = match self.ensure_prepared(&stmt).await {
@@ -405,20 +457,17 @@ mod handlers {
                     return Ok(Flow::Continue);
                 }
             };
-            let packet = match (is_execute, self.backend.as_mut()) {
-                (true, Some(b)) => {
+            let packet = match self.backend.as_mut() {
+                Some(b) if cmd.runs() => {
                     let held = b.stmts.get(&stmt.key).and_then(|s| s.types.clone());
-                    let (packet, holds) = if bulk {
-                        bulk_for_backend(payload, backend_id, &stmt, held.as_deref())
-                    } else {
-                        execute_for_backend(payload, backend_id, &stmt, held.as_deref())
-                    };
+                    let (packet, holds) =
+                        cmd.for_backend(payload, backend_id, &stmt, held.as_deref());
                     if let Some(s) = b.stmts.get(&stmt.key) {
                         s.types = holds;
                     }
                     packet
                 }
-                _ => readdressed(payload, backend_id),
+                _ => cmd.for_backend(payload, backend_id, &stmt, None).0,
             };
             if let Some(summary) = self.relay_on_backend(&packet, kind, None).await? {
                 self.after_statement(&summary, None);
@@ -426,7 +475,7 @@ mod handlers {
             if kind == ResponseKind::None {
                 // SEND_LONG_DATA: the data waits on this backend for the EXECUTE.
                 self.pin(PinReason::PreparedStatement);
-            } else if is_execute {
+            } else if cmd.runs() {
                 self.state.unpin(PinReason::PreparedStatement);
                 self.reg.info.set_pin(self.state.pin_reason());
             }
