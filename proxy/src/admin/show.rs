@@ -110,12 +110,15 @@ pub fn pools(ctx: &Context) -> Table {
         ("pool_mode", Text),
         ("limit_reason", Text),
     ]);
+    // The mode is the config's, so it is right from the first moment; the driver's status
+    // comes with its first tick.
     let limit = ctx.limit.get();
-    let mode = if limit.auto { "auto" } else { "fixed" };
-    let reason: Cell = if limit.auto {
-        limit.reason.as_str().into()
-    } else {
-        Cell::Null
+    let auto = config.pool_size == crate::config::PoolSize::Auto;
+    let mode = if auto { "auto" } else { "fixed" };
+    let reason: Cell = match (auto, limit.auto) {
+        (true, true) => limit.reason.as_str().into(),
+        (true, false) => "auto: starting".into(),
+        (false, _) => Cell::Null,
     };
     let mut groups = snap.groups.clone();
     groups.sort_by(|a, b| {
