@@ -340,7 +340,10 @@ fn switchover_under_write_load_keeps_every_acknowledged_row_once() {
     port.store(c.addr(0).port(), Ordering::Relaxed);
     let before = count();
     wait_for_writes(before + 50);
-    assert!(count() >= before + 50, "no writes after the second switchover");
+    assert!(
+        count() >= before + 50,
+        "no writes after the second switchover"
+    );
     stop.store(true, Ordering::Relaxed);
     writer.join().expect("writer thread");
     c.sync_replicas(WAIT).expect("sync");

@@ -411,6 +411,32 @@ impl BackendConn {
         }
     }
 
+    /// Runs `sql` for sluice's own use (the topology monitor) and reads its small text
+    /// result whole; the response is consumed, never forwarded. `Ok(Err(_))` is the server's
+    /// refusal. A response that cannot be read leaves the connection Broken.
+    pub async fn query_rows(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<Result<crate::protocol::TextResult, ErrPacket>, Error> {
+        use crate::protocol::text_result::Step;
+        self.stream.queue_packet(0, &query_payload(sql));
+        self.stream.flush(None).await?;
+        let mut reader = crate::protocol::TextResultReader::new(self.caps);
+        loop {
+            let span = self.stream.expect_packet().await?;
+            let step = reader.feed(&self.stream.payload(&span));
+            self.stream.consume(&span);
+            match step {
+                Ok(Step::More) => {}
+                Ok(Step::Done) => return Ok(reader.into_result()),
+                Err(e) => {
+                    self.health = Health::Broken;
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+
     /// Queues COM_STMT_CLOSE (it has no response); it goes out with the next write.
     pub fn queue_stmt_close(&mut self, id: u32) {
         let mut payload = [0x19, 0, 0, 0, 0];
