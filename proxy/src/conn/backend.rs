@@ -83,11 +83,13 @@ impl MovableState {
 
 /// Variables sluice itself manages on its backends (the session trackers, the
 /// pseudo_thread_id behind CONNECTION_ID() and the value behind LAST_INSERT_ID()); they are
-/// never replayed as part of a client's state.
+/// never replayed as part of a client's state. MariaDB's `last_gtid` (reported after every
+/// write when the binary log is on) is read-only: replaying it fails with error 1238.
 pub fn is_tracker_variable(name: &[u8]) -> bool {
     (name.len() >= 14 && name[..14].eq_ignore_ascii_case(b"session_track_"))
         || name.eq_ignore_ascii_case(b"pseudo_thread_id")
         || name.eq_ignore_ascii_case(b"last_insert_id")
+        || name.eq_ignore_ascii_case(crate::protocol::session_gtid::LAST_GTID)
 }
 
 /// Why a backend may not simply go back to the idle list.

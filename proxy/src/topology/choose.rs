@@ -53,6 +53,15 @@ mod tests {
         GtidPosition::parse_any(text).unwrap()
     }
 
+    /// (name, candidates, required position, tie break, chosen).
+    type Case<'a> = (
+        &'static str,
+        Vec<Candidate<'a>>,
+        Option<GtidPosition>,
+        usize,
+        Option<usize>,
+    );
+
     #[test]
     fn table() {
         let p40 = pos("0-1-40");
@@ -64,13 +73,7 @@ mod tests {
             lag: s(lag),
             position,
         };
-        let cases: Vec<(
-            &str,
-            Vec<Candidate<'_>>,
-            Option<GtidPosition>,
-            usize,
-            Option<usize>,
-        )> = vec![
+        let cases: Vec<Case<'_>> = vec![
             ("no replica", vec![], None, 0, None),
             (
                 "shortest queue wins over lag",

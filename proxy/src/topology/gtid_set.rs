@@ -240,7 +240,7 @@ mod tests {
     fn bad_input_is_a_typed_error() {
         use GtidError::*;
         for (text, err) in [
-            (format!("{A}"), NoInterval),
+            (A.to_string(), NoInterval),
             (format!("{A}:"), BadTag),
             (format!("{A}:tag"), NoInterval),
             (format!("{A}:t1:t2:5"), NoInterval),
