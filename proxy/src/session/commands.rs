@@ -46,6 +46,8 @@ impl Session {
                 if let Some(target) = class.kill {
                     return self.kill(target).await;
                 }
+                let rewritten = self.rewritten_sql(sql, &class).map(|q| query_packet(&q));
+                let packet = rewritten.unwrap_or(packet);
                 self.statement(&packet, ResponseKind::Query, Some(&class))
                     .await
             }
@@ -328,7 +330,7 @@ impl Session {
             return Ok(Flow::Continue);
         }
         self.drop_session_state();
-        self.target = crate::context::backend_target(&config, &user, &self.ctx.backend_tls);
+        self.target = crate::context::backend_target(&config, &user, &self.ctx);
         let collation = req.collation.map(|c| c as u8).unwrap_or(self.key.collation);
         self.key = PoolKey {
             user: std::sync::Arc::from(self.target.user.as_str()),
@@ -366,8 +368,10 @@ impl Session {
         result
     }
 
-    /// KILL [QUERY|CONNECTION] id, where id is a sluice connection id. The running statement
-    /// (on whichever backend) is killed through a separate control connection.
+    /// KILL [QUERY|CONNECTION] id, where id is a sluice connection id (what the client's
+    /// CONNECTION_ID() returns). As in MySQL, a client may kill only its own user's sessions:
+    /// an unknown id is 1094, another user's 1095. The victim's running statement (on
+    /// whichever backend) is killed through a separate control connection.
     async fn kill(&mut self, target: KillTarget) -> Step {
         let (id, whole) = match target {
             KillTarget::Query(id) => (id, false),
@@ -376,15 +380,20 @@ impl Session {
         let victim = u32::try_from(id)
             .ok()
             .and_then(|id| self.ctx.registry.get(id));
-        let Some(victim) = victim.filter(|v| v.user() == self.user.name) else {
+        let Some(victim) = victim else {
             let msg = format!("Unknown thread id: {id}");
             self.reply_err(1, &ErrPacket::new(1094, "HY000", msg.as_bytes()))
                 .await?;
             return Ok(Flow::Continue);
         };
-        let thread = victim.backend_thread.load(Ordering::Relaxed);
-        if thread != 0 && victim.id != self.reg.info.id {
-            if let Err(e) = kill_backend_query(&self.target, &self.key, thread).await {
+        if victim.user() != self.user.name {
+            let msg = format!("You are not owner of thread {id}");
+            self.reply_err(1, &ErrPacket::new(1095, "HY000", msg.as_bytes()))
+                .await?;
+            return Ok(Flow::Continue);
+        }
+        if victim.id != self.reg.info.id {
+            if let Err(e) = kill_running_statement(&self.target, &self.key, &victim).await {
                 tracing::warn!(
                     client = self.reg.info.id,
                     "KILL QUERY on backend failed: {e}"
@@ -403,16 +412,51 @@ impl Session {
     }
 }
 
-/// Opens a short-lived connection to the backend and kills one server thread's statement.
-async fn kill_backend_query(
+/// Kills the statement `victim` runs now, if any, and never one of another session: the
+/// backend may have moved on to someone else by the time a control connection is open. On
+/// MariaDB the statement is named by its query id, read while the victim is seen running it
+/// before and after (so the id is the victim's), and `KILL QUERY ID` is a no-op once that
+/// statement is over. Elsewhere `KILL QUERY <thread>` is sent only if the victim still runs
+/// the same statement on the same backend, one round trip before it arrives.
+async fn kill_running_statement(
     target: &crate::conn::BackendTarget,
     key: &PoolKey,
-    thread: u32,
+    victim: &crate::session::registry::ClientInfo,
 ) -> Result<(), crate::conn::Error> {
+    let running = || {
+        (
+            victim.backend_thread.load(Ordering::SeqCst),
+            victim.queries.load(Ordering::SeqCst),
+        )
+    };
+    let seen = running();
+    if seen.0 == 0 {
+        return Ok(());
+    }
     let mut control = BackendConn::connect(target, key.clone()).await?;
-    let sql = format!("KILL QUERY {thread}");
+    let mariadb = control.server.version.windows(7).any(|w| w == b"MariaDB");
+    let sql = if mariadb {
+        let find = format!(
+            "SELECT QUERY_ID FROM information_schema.PROCESSLIST WHERE ID = {}",
+            seen.0
+        );
+        let query_id = control
+            .query_first_u64(find.as_bytes())
+            .await?
+            .map_err(crate::conn::Error::Server)?;
+        match query_id {
+            Some(q) if running() == seen => format!("KILL QUERY ID {q}"),
+            _ => return Ok(()),
+        }
+    } else if running() == seen {
+        format!("KILL QUERY {}", seen.0)
+    } else {
+        return Ok(());
+    };
     match control.run_simple(&query_payload(sql.as_bytes())).await? {
         Ok(_) => Ok(()),
+        // 1094 Unknown query id: the statement ended meanwhile, nothing to kill.
+        Err(e) if e.code == 1094 => Ok(()),
         Err(e) => Err(crate::conn::Error::Server(e)),
     }
 }

@@ -84,6 +84,9 @@ async fn ensure_test_database() {
 /// Runs each case directly as `user` (it must pass there), then through a sluice started
 /// with `cfg` (its `app` user), and fails with every case that differs.
 async fn run_cases(cases: &[&str], cfg: sluice::Config, user: &str, password: &str) {
+    // Every case uses the database client_test_db: one test at a time.
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _turn = ONE_AT_A_TIME.lock().await;
     let s = server();
     let proxy = start(cfg).await;
     let addr = proxy.local_addr();
