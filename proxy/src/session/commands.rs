@@ -236,14 +236,17 @@ impl Session {
     /// COM_RESET_CONNECTION: a fresh session on the same login. The backend that carried the
     /// old state is reset by the pool before anyone else gets it.
     async fn reset_connection(&mut self) -> Step {
-        self.drop_session_state();
+        self.drop_session_state().await;
         self.ok_reply().await
     }
 
-    fn drop_session_state(&mut self) {
-        if let Some(b) = self.backend.as_mut() {
-            if b.health == Health::Clean && self.state.needs_backend() {
-                b.health = Health::Dirty;
+    async fn drop_session_state(&mut self) {
+        if let Some(b) = self.backend.as_mut().filter(|_| self.state.needs_backend()) {
+            // Named and table locks and an open transaction are visible to other sessions:
+            // end them now, as the server does, not when the pool next hands this backend out
+            // (a client asking IS_FREE_LOCK() right after its reset must see the lock free).
+            if b.reset().await.is_err() {
+                b.health = Health::Broken;
             }
         }
         self.backend = None;
@@ -329,7 +332,7 @@ impl Session {
             self.reply_err(seq, &err).await?;
             return Ok(Flow::Continue);
         }
-        self.drop_session_state();
+        self.drop_session_state().await;
         self.target = crate::context::backend_target(&config, &user, &self.ctx);
         let collation = req.collation.map(|c| c as u8).unwrap_or(self.key.collation);
         self.key = PoolKey {
