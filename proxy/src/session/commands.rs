@@ -158,12 +158,20 @@ impl Session {
                 .named_locks
                 .saturating_sub(u32::from(e.release_lock));
         }
-        if succeeded && (e.lock_tables || e.flush_with_read_lock || e.lock_instance) {
+        if succeeded && (e.lock_tables || e.flush_with_read_lock) {
             self.state.table_locks = true;
+            pins.push(PinReason::TableLock);
+        }
+        if succeeded && e.lock_instance {
+            self.state.instance_lock = true;
             pins.push(PinReason::TableLock);
         }
         if e.unlock_tables {
             self.state.table_locks = false;
+        }
+        if e.unlock_instance {
+            // Before, nothing cleared the lock: the session kept its slot until it left.
+            self.state.instance_lock = false;
         }
     }
 

@@ -45,3 +45,48 @@ async fn a_privileged_backend_account_presents_the_id_inside_routines_too() {
     other.disconnect().await.unwrap();
     proxy.shutdown().await;
 }
+
+/// Slots held by the pool right now, once the session is idle.
+async fn slots_settle(proxy: &sluice::ProxyHandle, want: u32) -> bool {
+    let ctx = proxy.context().clone();
+    eventually(std::time::Duration::from_secs(3), || {
+        ctx.pool.snapshot().slots_in_use == want
+    })
+    .await
+}
+
+/// Instance-wide locks need RELOAD: with it, each keeps the session's slot until its own
+/// release (BACKUP STAGE END, BACKUP UNLOCK, UNLOCK TABLES); without it the application
+/// account gets the server's own error and keeps nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_locks_are_released_by_their_own_statements() {
+    fresh_db("t_priv_locks").await;
+    let proxy = start(config_privileged(2)).await;
+    let mut c = connect(&proxy, Some("t_priv_locks")).await;
+    c.query_drop("CREATE TABLE t (id INT)").await.unwrap();
+    for (take, release) in [
+        ("BACKUP STAGE START", "BACKUP STAGE END"),
+        ("BACKUP LOCK t_priv_locks.t", "BACKUP UNLOCK"),
+        ("FLUSH TABLES WITH READ LOCK", "UNLOCK TABLES"),
+    ] {
+        c.query_drop(take).await.unwrap();
+        assert!(slots_settle(&proxy, 1).await, "{take} keeps the slot");
+        c.query_drop(release).await.unwrap();
+        assert!(slots_settle(&proxy, 0).await, "{release} gives it back");
+    }
+    c.disconnect().await.unwrap();
+    proxy.shutdown().await;
+
+    let proxy = start(config(2)).await;
+    let mut app = connect(&proxy, Some("t_priv_locks")).await;
+    for take in ["BACKUP STAGE START", "FLUSH TABLES WITH READ LOCK"] {
+        let err = app.query_drop(take).await.unwrap_err();
+        assert_eq!(code_of(&err), Some(1227), "{take}: {err}");
+        assert!(
+            slots_settle(&proxy, 0).await,
+            "{take} refused keeps no slot"
+        );
+    }
+    app.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
