@@ -14,12 +14,14 @@
 //! is lexed with backslash escapes even under NO_BACKSLASH_ESCAPES.
 
 mod fast;
+mod identity;
 mod lexer;
 mod set;
 
 #[cfg(test)]
 mod tests;
 
+pub use identity::IdCall;
 use lexer::{ident_text, is_kw, Lexer, Tok, Token};
 
 /// What one COM_QUERY does, as far as pooling is concerned.
@@ -38,6 +40,9 @@ pub struct Classification {
     pub use_schema: Option<String>,
     /// More SQL follows a `;` (outside strings and comments).
     pub multi_statement: bool,
+    /// The `CONNECTION_ID()` calls a session may replace with the client's id (empty, and
+    /// not allocated, for statements without one).
+    pub id_calls: Vec<IdCall>,
 }
 
 /// The first keyword(s) of a statement.
@@ -283,6 +288,9 @@ fn classify_all(sql: &[u8]) -> Classification {
     }
     if stmt.count > 0 {
         finish(sql, &mut stmt, statements == 0, &mut c);
+    }
+    if c.effects.connection_id {
+        c.id_calls = identity::id_calls(sql);
     }
     c
 }

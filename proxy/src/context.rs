@@ -31,6 +31,8 @@ pub struct Context {
     pub backend_tls: Option<Arc<BackendTls>>,
     /// `pool_size = auto`: whether it is on and why the limit last moved.
     pub limit: crate::autosize::LimitState,
+    /// Per backend account: how CONNECTION_ID() shows the client's id (SHOW SERVERS).
+    pub identity: Arc<crate::conn::identity::IdentityModes>,
 }
 
 impl Context {
@@ -55,6 +57,7 @@ impl Context {
             latency: crate::latency::Latency::new(),
             backend_tls,
             limit: Default::default(),
+            identity: Default::default(),
         })
     }
 
@@ -88,11 +91,7 @@ pub fn pool_settings(config: &Config) -> PoolSettings {
 }
 
 /// Where a user's statements run, and with which credentials.
-pub fn backend_target(
-    config: &Config,
-    user: &UserConfig,
-    tls: &Option<Arc<BackendTls>>,
-) -> BackendTarget {
+pub fn backend_target(config: &Config, user: &UserConfig, ctx: &Context) -> BackendTarget {
     let (name, password) = user.backend_credentials(config);
     BackendTarget {
         addr: config.backend.clone(),
@@ -100,7 +99,8 @@ pub fn backend_target(
         password: password.to_string(),
         connect_timeout: config.connect_timeout,
         max_payload: (config.max_allowed_packet as usize).max(16 << 20) * 2,
-        tls: tls.clone(),
+        tls: ctx.backend_tls.clone(),
+        identity: ctx.identity.clone(),
     }
 }
 
@@ -115,7 +115,7 @@ pub fn default_group(ctx: &Context) -> Option<(PoolKey, BackendTarget)> {
     use crate::protocol::{flags, Capabilities};
     let config = ctx.config();
     let user = config.users.first()?;
-    let target = backend_target(&config, user, &ctx.backend_tls);
+    let target = backend_target(&config, user, ctx);
     let common = Capabilities::CLIENT_MULTI_STATEMENTS
         | Capabilities::CLIENT_MULTI_RESULTS
         | Capabilities::CLIENT_PS_MULTI_RESULTS

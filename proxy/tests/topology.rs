@@ -33,6 +33,7 @@ fn target(cluster: &Cluster, index: usize, user: &str, password: &str) -> Backen
         connect_timeout: Duration::from_secs(10),
         max_payload: 64 << 20,
         tls: None,
+        identity: Arc::default(),
     }
 }
 

@@ -188,7 +188,9 @@ pub fn clients(ctx: &Context) -> Table {
 
 /// The backend server's state (`backend_up` / `backend_down`, with the outage's length and the
 /// last connect error and its age), each idle backend, then one row that counts the
-/// checked-out ones (they belong to a running session and are not inspected while it uses them).
+/// checked-out ones (they belong to a running session and are not inspected while it uses them),
+/// then one `identity` row per backend account that has logged in: how CONNECTION_ID() shows
+/// clients their id (`pseudo_thread_id`, or `rewrite` with the GRANT that would switch it).
 pub fn servers(ctx: &Context) -> Table {
     let mut t = Table::new(&[
         ("id", Int),
@@ -205,6 +207,7 @@ pub fn servers(ctx: &Context) -> Table {
         ("last_error", Text),
         ("last_error_age_s", Int),
         ("backend", Text),
+        ("connection_id", Text),
     ]);
     let now = Instant::now();
     let outage = ctx.pool.outage();
@@ -252,6 +255,7 @@ pub fn servers(ctx: &Context) -> Table {
             Cell::Null,
             Cell::Null,
             Cell::Null,
+            Cell::Null,
         ]);
     });
     let open = ctx.pool.snapshot().open;
@@ -259,6 +263,21 @@ pub fn servers(ctx: &Context) -> Table {
     checked_out[3] = "checked_out".into();
     checked_out[4] = open.saturating_sub(idle).into();
     t.push(checked_out);
+    let greeting = ctx.handshake.server.get();
+    for (user, mode) in ctx.identity.all() {
+        let mut row = vec![Cell::Null; t.columns.len()];
+        row[2] = user.as_str().into();
+        row[3] = "identity".into();
+        row[14] = match (mode, &greeting) {
+            (crate::conn::identity::IdentityMode::Rewrite, Some(info)) => format!(
+                "rewrite; to switch: {}",
+                crate::conn::identity::grant_advice(&user, info)
+            ),
+            _ => mode.as_str().to_string(),
+        }
+        .into();
+        t.push(row);
+    }
     t
 }
 

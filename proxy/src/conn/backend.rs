@@ -33,6 +33,8 @@ pub struct BackendTarget {
     pub max_payload: usize,
     /// `None`: backend_tls is disabled.
     pub tls: Option<Arc<super::tls::BackendTls>>,
+    /// Whether each account may set pseudo_thread_id (probed at its first login).
+    pub identity: Arc<super::identity::IdentityModes>,
 }
 
 impl std::fmt::Debug for BackendTarget {
@@ -206,9 +208,35 @@ impl BackendConn {
             stmts: BackendStmts::default(),
         };
         conn.login(&hs, seq, target).await?;
-        match conn.run_simple(&query_payload(ENABLE_TRACKING)).await? {
-            Ok(_) => {}
-            Err(err) => return Err(Error::Server(err)),
+        // The account's first login also finds out whether it may set pseudo_thread_id, in
+        // the same round trip.
+        let tracking = query_payload(ENABLE_TRACKING);
+        let probe = super::identity::probe_sql(conn.thread_id);
+        let probing = target.identity.mode(&target.user).is_none();
+        let mut cmds: Vec<&[u8]> = vec![&tracking];
+        if probing {
+            cmds.push(&probe);
+        }
+        let mut results = conn.run_pipeline(&cmds).await?.into_iter();
+        if let Some(Err(err)) = results.next() {
+            return Err(Error::Server(err));
+        }
+        if let Some(found) = results.next() {
+            use super::identity::IdentityMode as M;
+            let (mode, refusal) = match &found {
+                Ok(_) => (M::PseudoThreadId, None),
+                Err(e) => (
+                    M::Rewrite,
+                    Some(format!(
+                        "{} {}",
+                        e.code,
+                        String::from_utf8_lossy(&e.message)
+                    )),
+                ),
+            };
+            target
+                .identity
+                .record(&target.user, mode, &conn.server, refusal.as_deref());
         }
         Ok(conn)
     }
@@ -436,6 +464,39 @@ impl BackendConn {
                     return Err(e.into());
                 }
             }
+        }
+    }
+
+    /// Runs a query of one column for sluice's own use and returns its first row's value as
+    /// a number (`None`: no row, NULL, or not a number). `Ok(Err(_))` is the server's refusal.
+    pub async fn query_first_u64(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<Result<Option<u64>, ErrPacket>, Error> {
+        self.stream.queue_packet(0, &query_payload(sql));
+        self.stream.flush(None).await?;
+        let mut tracker = ResponseTracker::new(ResponseKind::Query, self.caps);
+        // Column count, one definition, then an EOF unless DEPRECATE_EOF: the next is a row.
+        let eof = !self.caps.contains(Capabilities::CLIENT_DEPRECATE_EOF);
+        let row_at = 2 + usize::from(eof);
+        let (mut n, mut value) = (0usize, None);
+        while !tracker.is_done() {
+            let span = self.stream.expect_packet().await?;
+            let payload = self.stream.payload(&span).into_owned();
+            self.stream.consume(&span);
+            let feed = tracker.feed(&payload)?;
+            if n == row_at && matches!(feed, crate::protocol::Feed::Continue) {
+                let mut r = crate::protocol::buf::Reader::new(&payload);
+                value = r
+                    .lenenc_bytes()
+                    .ok()
+                    .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
+            }
+            n += 1;
+        }
+        match tracker.into_summary().error {
+            Some(err) => Ok(Err(err)),
+            None => Ok(Ok(value)),
         }
     }
 

@@ -1,12 +1,14 @@
 //! Sockets: framing over TCP or a Unix socket (`stream`), the backend's address (`endpoint`),
 //! the client-facing handshake (`client`), client TLS (`tls`), backend connections (`backend`)
-//! the per-address login backoff (`auth_failures`) and the server's latest greeting
-//! (`server_info`). No pool policy lives here.
+//! the per-address login backoff (`auth_failures`), the server's latest greeting
+//! (`server_info`) and what each backend account may do about CONNECTION_ID() (`identity`).
+//! No pool policy lives here.
 
 pub mod auth_failures;
 pub mod backend;
 pub mod client;
 pub mod endpoint;
+pub mod identity;
 pub mod server_info;
 pub mod stmts;
 pub mod stream;

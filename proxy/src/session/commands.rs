@@ -46,6 +46,8 @@ impl Session {
                 if let Some(target) = class.kill {
                     return self.kill(target).await;
                 }
+                let rewritten = self.rewritten_sql(sql, &class).map(|q| query_packet(&q));
+                let packet = rewritten.unwrap_or(packet);
                 self.statement(&packet, ResponseKind::Query, Some(&class))
                     .await
             }
@@ -156,12 +158,20 @@ impl Session {
                 .named_locks
                 .saturating_sub(u32::from(e.release_lock));
         }
-        if succeeded && (e.lock_tables || e.flush_with_read_lock || e.lock_instance) {
+        if succeeded && (e.lock_tables || e.flush_with_read_lock) {
             self.state.table_locks = true;
+            pins.push(PinReason::TableLock);
+        }
+        if succeeded && e.lock_instance {
+            self.state.instance_lock = true;
             pins.push(PinReason::TableLock);
         }
         if e.unlock_tables {
             self.state.table_locks = false;
+        }
+        if e.unlock_instance {
+            // Before, nothing cleared the lock: the session kept its slot until it left.
+            self.state.instance_lock = false;
         }
     }
 
@@ -234,14 +244,17 @@ impl Session {
     /// COM_RESET_CONNECTION: a fresh session on the same login. The backend that carried the
     /// old state is reset by the pool before anyone else gets it.
     async fn reset_connection(&mut self) -> Step {
-        self.drop_session_state();
+        self.drop_session_state().await;
         self.ok_reply().await
     }
 
-    fn drop_session_state(&mut self) {
-        if let Some(b) = self.backend.as_mut() {
-            if b.health == Health::Clean && self.state.needs_backend() {
-                b.health = Health::Dirty;
+    async fn drop_session_state(&mut self) {
+        if let Some(b) = self.backend.as_mut().filter(|_| self.state.needs_backend()) {
+            // Named and table locks and an open transaction are visible to other sessions:
+            // end them now, as the server does, not when the pool next hands this backend out
+            // (a client asking IS_FREE_LOCK() right after its reset must see the lock free).
+            if b.reset().await.is_err() {
+                b.health = Health::Broken;
             }
         }
         self.backend = None;
@@ -327,8 +340,8 @@ impl Session {
             self.reply_err(seq, &err).await?;
             return Ok(Flow::Continue);
         }
-        self.drop_session_state();
-        self.target = crate::context::backend_target(&config, &user, &self.ctx.backend_tls);
+        self.drop_session_state().await;
+        self.target = crate::context::backend_target(&config, &user, &self.ctx);
         let collation = req.collation.map(|c| c as u8).unwrap_or(self.key.collation);
         self.key = PoolKey {
             user: std::sync::Arc::from(self.target.user.as_str()),
@@ -366,8 +379,10 @@ impl Session {
         result
     }
 
-    /// KILL [QUERY|CONNECTION] id, where id is a sluice connection id. The running statement
-    /// (on whichever backend) is killed through a separate control connection.
+    /// KILL [QUERY|CONNECTION] id, where id is a sluice connection id (what the client's
+    /// CONNECTION_ID() returns). As in MySQL, a client may kill only its own user's sessions:
+    /// an unknown id is 1094, another user's 1095. The victim's running statement (on
+    /// whichever backend) is killed through a separate control connection.
     async fn kill(&mut self, target: KillTarget) -> Step {
         let (id, whole) = match target {
             KillTarget::Query(id) => (id, false),
@@ -376,15 +391,20 @@ impl Session {
         let victim = u32::try_from(id)
             .ok()
             .and_then(|id| self.ctx.registry.get(id));
-        let Some(victim) = victim.filter(|v| v.user() == self.user.name) else {
+        let Some(victim) = victim else {
             let msg = format!("Unknown thread id: {id}");
             self.reply_err(1, &ErrPacket::new(1094, "HY000", msg.as_bytes()))
                 .await?;
             return Ok(Flow::Continue);
         };
-        let thread = victim.backend_thread.load(Ordering::Relaxed);
-        if thread != 0 && victim.id != self.reg.info.id {
-            if let Err(e) = kill_backend_query(&self.target, &self.key, thread).await {
+        if victim.user() != self.user.name {
+            let msg = format!("You are not owner of thread {id}");
+            self.reply_err(1, &ErrPacket::new(1095, "HY000", msg.as_bytes()))
+                .await?;
+            return Ok(Flow::Continue);
+        }
+        if victim.id != self.reg.info.id {
+            if let Err(e) = kill_running_statement(&self.target, &self.key, &victim).await {
                 tracing::warn!(
                     client = self.reg.info.id,
                     "KILL QUERY on backend failed: {e}"
@@ -403,16 +423,51 @@ impl Session {
     }
 }
 
-/// Opens a short-lived connection to the backend and kills one server thread's statement.
-async fn kill_backend_query(
+/// Kills the statement `victim` runs now, if any, and never one of another session: the
+/// backend may have moved on to someone else by the time a control connection is open. On
+/// MariaDB the statement is named by its query id, read while the victim is seen running it
+/// before and after (so the id is the victim's), and `KILL QUERY ID` is a no-op once that
+/// statement is over. Elsewhere `KILL QUERY <thread>` is sent only if the victim still runs
+/// the same statement on the same backend, one round trip before it arrives.
+async fn kill_running_statement(
     target: &crate::conn::BackendTarget,
     key: &PoolKey,
-    thread: u32,
+    victim: &crate::session::registry::ClientInfo,
 ) -> Result<(), crate::conn::Error> {
+    let running = || {
+        (
+            victim.backend_thread.load(Ordering::SeqCst),
+            victim.queries.load(Ordering::SeqCst),
+        )
+    };
+    let seen = running();
+    if seen.0 == 0 {
+        return Ok(());
+    }
     let mut control = BackendConn::connect(target, key.clone()).await?;
-    let sql = format!("KILL QUERY {thread}");
+    let mariadb = control.server.version.windows(7).any(|w| w == b"MariaDB");
+    let sql = if mariadb {
+        let find = format!(
+            "SELECT QUERY_ID FROM information_schema.PROCESSLIST WHERE ID = {}",
+            seen.0
+        );
+        let query_id = control
+            .query_first_u64(find.as_bytes())
+            .await?
+            .map_err(crate::conn::Error::Server)?;
+        match query_id {
+            Some(q) if running() == seen => format!("KILL QUERY ID {q}"),
+            _ => return Ok(()),
+        }
+    } else if running() == seen {
+        format!("KILL QUERY {}", seen.0)
+    } else {
+        return Ok(());
+    };
     match control.run_simple(&query_payload(sql.as_bytes())).await? {
         Ok(_) => Ok(()),
+        // 1094 Unknown query id: the statement ended meanwhile, nothing to kill.
+        Err(e) if e.code == 1094 => Ok(()),
         Err(e) => Err(crate::conn::Error::Server(e)),
     }
 }

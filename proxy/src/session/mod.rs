@@ -3,6 +3,7 @@
 //! answer, and decide what to keep.
 
 pub mod commands;
+pub mod identity;
 pub mod prepared;
 pub mod registry;
 pub mod relay;
@@ -25,6 +26,7 @@ use crate::context::{backend_target, Context};
 use crate::pool::{self, PooledBackend, Slot};
 use crate::protocol::{codes, flags, Capabilities, ErrPacket, OkPacket, ResponseKind};
 use crate::stats::{ClientCloseReason, Stats};
+pub(crate) use identity::Presents;
 use registry::{ClientPhase, Registration};
 use relay::{relay, RelayError, RelayOptions};
 use state::SessionState;
@@ -142,7 +144,7 @@ impl Session {
         reg: Registration,
     ) -> Session {
         let config = ctx.config();
-        let target = backend_target(&config, &user, &ctx.backend_tls);
+        let target = backend_target(&config, &user, &ctx);
         let key = PoolKey {
             user: Arc::from(target.user.as_str()),
             caps: (caps & flags::shaping_mask()).bits(),
@@ -504,66 +506,6 @@ impl Session {
         }
     }
 
-    /// Makes the backend show the client's identity where the statement can see it.
-    async fn present_identity(&mut self, presents: Presents) {
-        if presents.connection_id {
-            self.present_connection_id().await;
-        }
-        if presents.last_insert_id {
-            self.present_last_insert_id().await;
-        }
-    }
-
-    /// CONNECTION_ID() must return the id sluice gave the client, whichever backend runs the
-    /// statement: set the backend's pseudo_thread_id (which is what the function returns)
-    /// first. Without the privilege to do so, the backend's own id shows through.
-    async fn present_connection_id(&mut self) {
-        let id = self.reg.info.id;
-        let Some(b) = self.backend.as_mut() else {
-            return;
-        };
-        if b.pseudo_id == id {
-            return;
-        }
-        let sql = format!("SET @@SESSION.pseudo_thread_id = {id}");
-        match b
-            .run_simple(&crate::conn::backend::query_payload(sql.as_bytes()))
-            .await
-        {
-            Ok(Ok(_)) => b.pseudo_id = id,
-            Ok(Err(e)) => {
-                tracing::debug!(
-                    client = id,
-                    "cannot set pseudo_thread_id: {}",
-                    String::from_utf8_lossy(&e.message)
-                )
-            }
-            Err(_) => b.health = Health::Broken,
-        }
-    }
-
-    /// LAST_INSERT_ID() must return the id of the session's own last insert, which may have
-    /// run on another backend: set it there first (one extra round trip, only for statements
-    /// that read it).
-    async fn present_last_insert_id(&mut self) {
-        let id = self.state.last_insert_id;
-        let Some(b) = self.backend.as_mut() else {
-            return;
-        };
-        if b.last_insert_id == id {
-            return;
-        }
-        let sql = format!("SET @@SESSION.last_insert_id = {id}");
-        match b
-            .run_simple(&crate::conn::backend::query_payload(sql.as_bytes()))
-            .await
-        {
-            Ok(Ok(_)) => b.last_insert_id = id,
-            Ok(Err(_)) => {}
-            Err(_) => b.health = Health::Broken,
-        }
-    }
-
     /// Gives back what the session's state no longer requires.
     fn release_if_possible(&mut self) {
         // The backend first, then the slot (see the field order of `Session`).
@@ -762,26 +704,4 @@ pub fn framed(payload: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(payload.len() + 4);
     crate::protocol::frame::write_packet(&mut out, 0, payload);
     out.freeze()
-}
-
-/// What of the client's identity a statement can observe on the backend, so that it is set
-/// there first.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Presents {
-    /// CONNECTION_ID() is read, or a temporary table may be created: the server keys
-    /// temporary tables by pseudo_thread_id, so a table created under another session's id
-    /// would vanish from this session once its own id is presented.
-    connection_id: bool,
-    last_insert_id: bool,
-}
-
-impl Presents {
-    pub(crate) fn of(class: &Classification) -> Presents {
-        Presents {
-            connection_id: class.effects.connection_id
-                || class.effects.temporary_table
-                || class.kind == crate::classify::StatementKind::Call,
-            last_insert_id: class.effects.last_insert_id_read,
-        }
-    }
 }

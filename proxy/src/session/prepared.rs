@@ -358,6 +358,18 @@ mod handlers {
         /// COM_STMT_PREPARE runs on any backend; the client sees its own statement id.
         pub(in crate::session) async fn prepare(&mut self, packet: &[u8], sql: &[u8]) -> Step {
             Stats::incr(&self.ctx.stats.statements);
+            let class = crate::classify::classify(sql);
+            // With the client's id in its text the statement is this client's own: its
+            // backend copy is keyed by that text, so no other client reuses it.
+            let rewritten = self.rewritten_sql(sql, &class);
+            let framed_prepare = rewritten.as_ref().map(|q| {
+                let mut payload = Vec::with_capacity(q.len() + 1);
+                payload.push(0x16);
+                payload.extend_from_slice(q);
+                crate::session::framed(&payload)
+            });
+            let packet = framed_prepare.as_deref().unwrap_or(packet);
+            let sql = rewritten.as_deref().unwrap_or(sql);
             // As the server does, a PREPARE that fails leaves no "last prepared" statement,
             // so a pipelined EXECUTE(-1) fails instead of running an older one.
             self.stmts.forget_last();
@@ -387,7 +399,7 @@ mod handlers {
                         sql: Arc::from(sql),
                         params: ok.params,
                         types: None,
-                        presents: crate::session::Presents::of(&crate::classify::classify(sql)),
+                        presents: crate::session::Presents::of(&class),
                     },
                 );
             }

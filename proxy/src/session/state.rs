@@ -17,6 +17,9 @@ pub struct SessionState {
     pub named_locks: u32,
     /// LOCK TABLES or FLUSH TABLES WITH READ LOCK in force.
     pub table_locks: bool,
+    /// LOCK INSTANCE FOR BACKUP, BACKUP LOCK or a BACKUP STAGE in force (released by
+    /// UNLOCK INSTANCE, BACKUP UNLOCK, BACKUP STAGE END; UNLOCK TABLES leaves it).
+    pub instance_lock: bool,
     /// What LAST_INSERT_ID() must return for this session.
     pub last_insert_id: u64,
     /// The last statement left warnings: the next one (SHOW WARNINGS, GET DIAGNOSTICS,
@@ -40,6 +43,7 @@ impl SessionState {
             pins: 0,
             named_locks: 0,
             table_locks: false,
+            instance_lock: false,
             last_insert_id: 0,
             warnings_pending: false,
             multi_statements_baseline: false,
@@ -76,7 +80,7 @@ impl SessionState {
     /// A session that holds a lock or an open transaction keeps its execution slot, so that
     /// sessions queued behind its lock can never take every slot and deadlock the pool.
     pub fn holds_slot(&self) -> bool {
-        self.in_transaction() || self.named_locks > 0 || self.table_locks
+        self.in_transaction() || self.named_locks > 0 || self.table_locks || self.instance_lock
     }
 
     /// The session's backend carries state that cannot move.
@@ -112,6 +116,7 @@ impl SessionState {
         self.pins = 0;
         self.named_locks = 0;
         self.table_locks = false;
+        self.instance_lock = false;
         self.last_insert_id = 0;
         self.warnings_pending = false;
     }
@@ -125,6 +130,7 @@ impl SessionState {
         self.pins = 0;
         self.named_locks = 0;
         self.table_locks = false;
+        self.instance_lock = false;
         self.warnings_pending = false;
     }
 

@@ -509,14 +509,12 @@ async fn pause_waits_for_running_statements_and_resume_continues_without_errors(
 }
 
 fn config_file(queue_timeout: &str, listen: &str) -> String {
-    let s = server();
+    server();
     format!(
         "listen = \"{listen}\"\nbackend = \"{}\"\npool_size = 1\nqueue_timeout = \"{queue_timeout}\"\n\
          admin_listen = \"127.0.0.1:0\"\n\n[[users]]\nname = \"app\"\npassword = \"secret\"\n\
-         backend_user = \"{}\"\nbackend_password = \"{}\"\n\n[[admin_users]]\nname = \"admin\"\npassword = \"s3cret\"\n",
+         backend_user = \"{APP_USER}\"\nbackend_password = \"{APP_PASSWORD}\"\n\n[[admin_users]]\nname = \"admin\"\npassword = \"s3cret\"\n",
         backend_addr(),
-        s.user,
-        s.password
     )
 }
 

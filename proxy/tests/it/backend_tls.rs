@@ -174,14 +174,13 @@ async fn sluice_chain_does_caching_sha2_full_auth_inside_backend_tls() {
     let pki = Pki::generate();
     // Inner: TLS frontend with the CA-signed certificate; its user `inner` must use
     // caching_sha2_password.
-    let s = server();
     let mut inner_cfg = config(2);
     inner_cfg.tls_cert = Some(pki.cert.clone());
     inner_cfg.tls_key = Some(pki.key.clone());
     let mut inner_user = UserConfig::new("inner", "inner-pw");
     inner_user.auth_plugin = Some(AuthPluginName::CachingSha2);
-    inner_user.backend_user = Some(s.user.clone());
-    inner_user.backend_password = Some(Secret::new(s.password.clone()));
+    inner_user.backend_user = Some(APP_USER.to_string());
+    inner_user.backend_password = Some(Secret::new(APP_PASSWORD.to_string()));
     inner_cfg.users = vec![inner_user];
     let inner = start(inner_cfg).await;
     // Outer: verifies the inner sluice's certificate and name, logs in as `inner`.

@@ -503,8 +503,9 @@ async fn a_client_stalling_mid_packet_is_dropped_after_client_login_timeout() {
     proxy.shutdown().await;
 }
 
-/// A ~20 MB result, so the client vanishes while sluice is still relaying it.
-const BIG_RESULT: &str = "SELECT seq, REPEAT('x', 1000) FROM mysql.seq_1_to_20000";
+/// A ~20 MB result, so the client vanishes while sluice is still relaying it (the sequence
+/// table of a database the application account may read).
+const BIG_RESULT: &str = "SELECT seq, REPEAT('x', 1000) FROM bench.seq_1_to_20000";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_vanishing_mid_result_never_leaves_a_dirty_backend() {

@@ -36,8 +36,8 @@ impl Endpoint {
             addr: format!("{}:{}", s.host, s.port)
                 .parse()
                 .expect("test server address"),
-            user: s.user.clone(),
-            password: s.password.clone(),
+            user: APP_USER.into(),
+            password: APP_PASSWORD.into(),
         }
     }
 
@@ -445,12 +445,12 @@ async fn change_user_verifies_the_password_and_starts_a_fresh_session() {
         ChangeUserOpts::new()
             .with_user(Some("app".into()))
             .with_pass(Some("secret".into()))
-            .with_db_name(Some("mysql".into())),
+            .with_db_name(Some("information_schema".into())),
     )
     .await
     .unwrap();
     let db: Option<String> = c.query_first("SELECT DATABASE()").await.unwrap().unwrap();
-    assert_eq!(db.as_deref(), Some("mysql"));
+    assert_eq!(db.as_deref(), Some("information_schema"));
     // A wrong password, and an unknown user: 1045, as MySQL.
     for (user, pass) in [("app", "wrong"), ("nobody", "secret")] {
         let mut c = connect(&proxy, None).await;

@@ -155,7 +155,7 @@ fn endpoints(proxy: &ProxyHandle) -> [(String, u16, String, String); 2] {
     let s = server();
     let addr = proxy.local_addr();
     [
-        (s.host.clone(), s.port, s.user.clone(), s.password.clone()),
+        (s.host.clone(), s.port, APP_USER.into(), APP_PASSWORD.into()),
         (
             addr.ip().to_string(),
             addr.port(),
@@ -170,10 +170,10 @@ fn endpoints(proxy: &ProxyHandle) -> [(String, u16, String, String); 2] {
 /// that both transcripts are equal.
 async fn transcripts_match(driver: Driver, db: &str) {
     if let Err(reason) = ensure_installed(&driver).await {
-        eprintln!(
-            "SKIPPED {}: the driver cannot be installed: {reason}",
+        skip_or_fail(&format!(
+            "{}: the driver cannot be installed: {reason}",
             driver.name
-        );
+        ));
         return;
     }
     fresh_db(db).await;

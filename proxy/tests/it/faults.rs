@@ -11,7 +11,8 @@ use sluice::config::{AuthPluginName, Secret, UserConfig};
 
 use crate::harness::*;
 
-/// A direct connection to a private server (its `bench` account).
+/// A privileged direct connection to a private server (its `bench` account), to kill
+/// backend threads and restart it.
 async fn direct_to(server: &dbkit::LocalServer) -> Conn {
     let o = opts_at(
         server.addr(),
@@ -350,8 +351,7 @@ async fn an_unreachable_backend_gives_a_clear_error_after_backend_down_wait() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_backend_password_is_a_clear_error_at_once() {
-    let s = server();
-    let mut cfg = config_for(backend_addr(), &s.user, "not-the-password", 2);
+    let mut cfg = config_for(backend_addr(), APP_USER, "not-the-password", 2);
     cfg.backend_down_wait = Duration::from_secs(10);
     let proxy = start(cfg).await;
     let mut c = Conn::new(opts_at(proxy.local_addr(), "app", "secret", None))
@@ -491,12 +491,11 @@ async fn graceful_shutdown_finishes_running_statements_and_tells_idle_clients() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sluice_chain_does_caching_sha2_full_auth_then_the_fast_path() {
     // Inner: in front of MariaDB; its user `inner` must use caching_sha2_password.
-    let s = server();
     let mut inner_cfg = config(4);
     let mut inner_user = UserConfig::new("inner", "inner-pw");
     inner_user.auth_plugin = Some(AuthPluginName::CachingSha2);
-    inner_user.backend_user = Some(s.user.clone());
-    inner_user.backend_password = Some(Secret::new(s.password.clone()));
+    inner_user.backend_user = Some(APP_USER.to_string());
+    inner_user.backend_password = Some(Secret::new(APP_PASSWORD.to_string()));
     inner_cfg.users = vec![inner_user];
     let inner = start(inner_cfg).await;
     // Outer: in front of the inner sluice, logging in as `inner`.

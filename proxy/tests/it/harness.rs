@@ -1,7 +1,14 @@
 //! Shared test fixtures: the MariaDB under test, an in-process sluice, client options.
+//!
+//! Tests run as deployments do: sluice logs in to the backend with an application account
+//! ([`APP_USER`]) that has grants on its own databases only (`t_*`, `bench`, `test`,
+//! `client_test_db`), no global privilege. Setup that needs more (creating that account,
+//! dropping and creating databases) uses the server's privileged account through
+//! [`direct_root`]; `privileged.rs` covers what a privileged backend account changes.
 
 #![allow(dead_code)]
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use mysql_async::prelude::*;
@@ -9,9 +16,72 @@ use mysql_async::{Conn, Opts, OptsBuilder};
 use sluice::config::PoolSize;
 use sluice::{Config, Proxy, ProxyHandle};
 
-/// The server every test in this binary shares.
+/// The application account sluice (and every direct comparison run) logs in to the backend
+/// with: all privileges on its own databases, nothing global.
+pub const APP_USER: &str = "sluice_app";
+/// Password of [`APP_USER`].
+pub const APP_PASSWORD: &str = "sluice-app-pw";
+
+/// What [`APP_USER`] may use: `GRANT ALL` on each (`_` escaped, so `t\_%` is `t_` + anything).
+const APP_DATABASES: &[&str] = &["t\\_%", "bench", "test", "client\\_test\\_db"];
+
+/// The server every test in this binary shares (its account is the privileged one; tests log
+/// in as [`APP_USER`], created here on first use).
 pub fn server() -> &'static dbkit::TestServer {
-    dbkit::test_server()
+    static APP_ACCOUNT: OnceLock<()> = OnceLock::new();
+    let s = dbkit::test_server();
+    APP_ACCOUNT.get_or_init(|| {
+        // Called from sync and async code alike, in whichever runtime: a thread of its own
+        // with a runtime of its own creates the account once.
+        let (addr, user, password) = (backend_addr_of(s), s.user.clone(), s.password.clone());
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime for the account setup")
+                .block_on(create_app_account(&addr, &user, &password))
+        })
+        .join()
+        .expect("creating the application account");
+    });
+    s
+}
+
+fn backend_addr_of(s: &dbkit::TestServer) -> String {
+    format!("{}:{}", s.host, s.port)
+}
+
+/// Creates (or re-grants) [`APP_USER`] on the server at `addr`, logged in as a privileged
+/// `root_user`.
+pub async fn create_app_account(addr: &str, root_user: &str, root_password: &str) {
+    let addr: std::net::SocketAddr = addr.parse().expect("backend address");
+    let mut c = Conn::new(opts_at(addr, root_user, root_password, None))
+        .await
+        .expect("privileged setup connection");
+    for host in ["%", "localhost"] {
+        let account = format!("'{APP_USER}'@'{host}'");
+        c.query_drop(format!(
+            "CREATE USER IF NOT EXISTS {account} IDENTIFIED BY '{APP_PASSWORD}'"
+        ))
+        .await
+        .expect("CREATE USER");
+        for db in APP_DATABASES {
+            c.query_drop(format!("GRANT ALL ON `{db}`.* TO {account}"))
+                .await
+                .expect("GRANT");
+        }
+    }
+    c.disconnect().await.expect("disconnect");
+}
+
+/// A test that cannot run on this machine (a driver, tool or resource is missing). Under
+/// `CI=true` that is a failure: CI installs everything (`.ci/run`), so a skip there hides a
+/// broken install. Elsewhere the test says why and passes.
+pub fn skip_or_fail(reason: &str) {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("cannot run: {reason}; CI=true, so this is a failure (see .ci/run for the install)");
+    }
+    eprintln!("SKIPPED: {reason}");
 }
 
 pub fn backend_addr() -> String {
@@ -20,16 +90,17 @@ pub fn backend_addr() -> String {
 }
 
 /// A config for an in-process sluice in front of the test server, user `app`/`secret`
-/// mapped to the server's account.
+/// mapped to the application account [`APP_USER`].
 pub fn config(pool_size: u32) -> Config {
+    server();
+    config_for(backend_addr(), APP_USER, APP_PASSWORD, pool_size)
+}
+
+/// Like [`config`], but sluice logs in to the backend with the server's privileged account
+/// (for the tests of privileged paths only).
+pub fn config_privileged(pool_size: u32) -> Config {
     let s = server();
-    let mut cfg = Config::for_backend(backend_addr(), "app", "secret");
-    cfg.users[0].backend_user = Some(s.user.clone());
-    cfg.users[0].backend_password = Some(sluice::config::Secret::new(s.password.clone()));
-    cfg.pool_size = PoolSize::Fixed(pool_size);
-    cfg.max_backend_connections = cfg.max_backend_connections.max(pool_size);
-    cfg.queue_timeout = Duration::from_secs(10);
-    cfg
+    config_for(backend_addr(), &s.user, &s.password, pool_size)
 }
 
 pub async fn start(cfg: Config) -> ProxyHandle {
@@ -57,23 +128,37 @@ pub async fn connect(proxy: &ProxyHandle, db: Option<&str>) -> Conn {
         .expect("connect through sluice")
 }
 
-/// A direct connection to the test server (for setup and for comparing with direct behaviour).
+/// A direct connection to the test server as the application account (to compare with
+/// direct behaviour, and for setup an application could do itself).
 pub async fn direct(db: Option<&str>) -> Conn {
+    server();
+    direct_as(APP_USER, APP_PASSWORD, db).await
+}
+
+/// A direct connection with the server's privileged account: setup only (databases, accounts,
+/// server variables), never what a test compares.
+pub async fn direct_root(db: Option<&str>) -> Conn {
+    let s = server();
+    direct_as(&s.user, &s.password, db).await
+}
+
+async fn direct_as(user: &str, password: &str, db: Option<&str>) -> Conn {
     let s = server();
     let o: Opts = OptsBuilder::default()
         .ip_or_hostname(s.host.clone())
         .tcp_port(s.port)
-        .user(Some(s.user.clone()))
-        .pass(Some(s.password.clone()))
+        .user(Some(user))
+        .pass(Some(password))
         .db_name(db)
         .prefer_socket(false)
         .into();
     Conn::new(o).await.expect("direct connection")
 }
 
-/// Creates (fresh) database `name` on the test server.
+/// Creates (fresh) database `name` on the test server (`t_...`, so the application account
+/// has all privileges on it).
 pub async fn fresh_db(name: &str) {
-    let mut c = direct(None).await;
+    let mut c = direct_root(None).await;
     c.query_drop(format!("DROP DATABASE IF EXISTS `{name}`"))
         .await
         .unwrap();
@@ -139,9 +224,10 @@ pub async fn private_server() -> dbkit::LocalServer {
     private_server_with(Vec::new()).await
 }
 
-/// A private MariaDB started with extra server options (e.g. `--ssl-cert=...`).
+/// A private MariaDB started with extra server options (e.g. `--ssl-cert=...`), with the
+/// application account.
 pub async fn private_server_with(extra_args: Vec<String>) -> dbkit::LocalServer {
-    tokio::task::spawn_blocking(|| {
+    let server = tokio::task::spawn_blocking(|| {
         dbkit::LocalServer::start(dbkit::ServerOptions {
             buffer_pool_mb: 32,
             max_connections: 500,
@@ -151,17 +237,26 @@ pub async fn private_server_with(extra_args: Vec<String>) -> dbkit::LocalServer 
     })
     .await
     .expect("server start task")
-    .unwrap_or_else(|e| panic!("dbkit could not start a private server: {e}"))
+    .unwrap_or_else(|e| panic!("dbkit could not start a private server: {e}"));
+    add_app_account(&server).await;
+    server
 }
 
-/// A config for sluice in front of a private server (its `bench` account).
-pub fn config_for_local(server: &dbkit::LocalServer, pool_size: u32) -> Config {
-    config_for(
-        server.addr().to_string(),
+/// Creates the application account on a private server (logged in with its privileged
+/// `bench` account).
+pub async fn add_app_account(server: &dbkit::LocalServer) {
+    create_app_account(
+        &server.addr().to_string(),
         dbkit::server::BENCH_USER,
         dbkit::server::BENCH_PASSWORD,
-        pool_size,
     )
+    .await;
+}
+
+/// A config for sluice in front of a private server, as the application account (which
+/// [`private_server`] creates there).
+pub fn config_for_local(server: &dbkit::LocalServer, pool_size: u32) -> Config {
+    config_for(server.addr().to_string(), APP_USER, APP_PASSWORD, pool_size)
 }
 
 static WORKER_PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

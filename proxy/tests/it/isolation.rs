@@ -246,8 +246,9 @@ async fn isolation_stress_200_clients_over_p4_nothing_crosses_sessions() {
     join_all(tasks).await;
     assert_eq!(stats.pins_by(PinReason::UserVariable), 50);
 
-    // Every transaction ended; no backend was handed on dirty.
-    let open: Vec<(u64, String)> = d
+    // Every transaction ended; no backend was handed on dirty (innodb_trx needs PROCESS).
+    let mut root = direct_root(Some(DB)).await;
+    let open: Vec<(u64, String)> = root
         .query(
             "SELECT t.trx_mysql_thread_id, t.trx_state FROM information_schema.innodb_trx t \
              JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id WHERE p.db = 't_iso'",

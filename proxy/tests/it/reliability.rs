@@ -347,7 +347,7 @@ async fn private_server_retried() -> dbkit::LocalServer {
             })
         })
     };
-    match start().await.expect("server start task") {
+    let server = match start().await.expect("server start task") {
         Ok(server) => server,
         Err(e) => {
             eprintln!("private server failed to start, retrying once: {e}");
@@ -356,7 +356,9 @@ async fn private_server_retried() -> dbkit::LocalServer {
                 .expect("server start task")
                 .unwrap_or_else(|e| panic!("dbkit could not start a private server: {e}"))
         }
-    }
+    };
+    add_app_account(&server).await;
+    server
 }
 
 /// A direct connection to a private server (its `bench` account).
@@ -418,7 +420,7 @@ async fn abort_somewhere(addr: std::net::SocketAddr, c: u32, rng: &mut StdRng) {
             let _ = w
                 .command(
                     0x03,
-                    b"SELECT a.id, REPEAT('x', 2000) FROM reliab_abort.t a, reliab_abort.t b",
+                    b"SELECT a.id, REPEAT('x', 2000) FROM t_reliab_abort.t a, t_reliab_abort.t b",
                 )
                 .await;
             for _ in 0..rng.gen_range(0..50) {
@@ -432,9 +434,9 @@ async fn abort_somewhere(addr: std::net::SocketAddr, c: u32, rng: &mut StdRng) {
             let _ = w.command(0x03, b"BEGIN").await;
             w.packet(Duration::from_secs(5)).await;
             let sql = if c % 5 == 2 {
-                format!("UPDATE reliab_abort.t SET v = v + 1 WHERE id = {id}")
+                format!("UPDATE t_reliab_abort.t SET v = v + 1 WHERE id = {id}")
             } else {
-                format!("SELECT * FROM reliab_abort.t WHERE id = {id} FOR UPDATE")
+                format!("SELECT * FROM t_reliab_abort.t WHERE id = {id} FOR UPDATE")
             };
             let _ = w.command(0x03, &q(sql)).await;
             if rng.gen_bool(0.5) {
@@ -446,7 +448,7 @@ async fn abort_somewhere(addr: std::net::SocketAddr, c: u32, rng: &mut StdRng) {
         // Mid-prepare (and sometimes after it, with the statement open).
         _ => {
             let _ = w
-                .command(0x16, b"SELECT v FROM reliab_abort.t WHERE id = ?")
+                .command(0x16, b"SELECT v FROM t_reliab_abort.t WHERE id = ?")
                 .await;
             if rng.gen_bool(0.5) {
                 w.drain(Duration::from_millis(200)).await;
@@ -461,12 +463,16 @@ async fn abort_storm_of_200_clients_leaves_no_lock_transaction_or_slot() {
     count_worker_panics();
     let server = private_server_retried().await;
     let mut d = direct_to(&server, None).await;
-    d.query_drop("CREATE DATABASE reliab_abort").await.unwrap();
-    d.query_drop("USE reliab_abort").await.unwrap();
-    d.query_drop("CREATE TABLE reliab_abort.t (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB")
+    d.query_drop("CREATE DATABASE t_reliab_abort")
         .await
         .unwrap();
-    d.query_drop("INSERT INTO reliab_abort.t SELECT seq, 0 FROM seq_1_to_200")
+    d.query_drop("USE t_reliab_abort").await.unwrap();
+    d.query_drop(
+        "CREATE TABLE t_reliab_abort.t (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB",
+    )
+    .await
+    .unwrap();
+    d.query_drop("INSERT INTO t_reliab_abort.t SELECT seq, 0 FROM seq_1_to_200")
         .await
         .unwrap();
     let pool_size = 8;
@@ -510,7 +516,7 @@ async fn abort_storm_of_200_clients_leaves_no_lock_transaction_or_slot() {
     // No row lock: every touched row can be locked at once without waiting.
     d.query_drop("BEGIN").await.unwrap();
     let locked: Vec<u32> = d
-        .query("SELECT id FROM reliab_abort.t FOR UPDATE NOWAIT")
+        .query("SELECT id FROM t_reliab_abort.t FOR UPDATE NOWAIT")
         .await
         .expect("a row is still locked");
     assert_eq!(locked.len(), 200);
@@ -518,7 +524,7 @@ async fn abort_storm_of_200_clients_leaves_no_lock_transaction_or_slot() {
     // The aborted transactions were rolled back: only committed effects count, and none
     // of the storm's UPDATEs committed.
     let sum: Option<i64> = d
-        .query_first("SELECT CAST(SUM(v) AS SIGNED) FROM reliab_abort.t")
+        .query_first("SELECT CAST(SUM(v) AS SIGNED) FROM t_reliab_abort.t")
         .await
         .unwrap();
     assert_eq!(sum, Some(0), "an aborted client's UPDATE was committed");
@@ -619,21 +625,21 @@ async fn ledger_survives_killed_clients_a_backend_restart_and_a_pause() {
     count_worker_panics();
     let mut server = private_server_retried().await;
     let mut d = direct_to(&server, None).await;
-    d.query_drop("CREATE DATABASE ledger").await.unwrap();
-    d.query_drop("USE ledger").await.unwrap();
+    d.query_drop("CREATE DATABASE t_ledger").await.unwrap();
+    d.query_drop("USE t_ledger").await.unwrap();
     d.query_drop(
-        "CREATE TABLE ledger.accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL) ENGINE=InnoDB",
+        "CREATE TABLE t_ledger.accounts (id INT PRIMARY KEY, balance BIGINT NOT NULL) ENGINE=InnoDB",
     )
     .await
     .unwrap();
     d.query_drop(
-        "CREATE TABLE ledger.journal (uuid VARCHAR(40) PRIMARY KEY, src INT, dst INT, \
+        "CREATE TABLE t_ledger.journal (uuid VARCHAR(40) PRIMARY KEY, src INT, dst INT, \
          amount INT) ENGINE=InnoDB",
     )
     .await
     .unwrap();
     d.query_drop(format!(
-        "INSERT INTO ledger.accounts SELECT seq, {START_BALANCE} FROM seq_1_to_{ACCOUNTS}"
+        "INSERT INTO t_ledger.accounts SELECT seq, {START_BALANCE} FROM seq_1_to_{ACCOUNTS}"
     ))
     .await
     .unwrap();
@@ -653,7 +659,7 @@ async fn ledger_survives_killed_clients_a_backend_restart_and_a_pause() {
                 (stop.clone(), book.clone(), kills.clone(), broken.clone());
             tokio::spawn(async move {
                 let mut rng = StdRng::seed_from_u64(0x1ED6 + c);
-                let opts = opts_at(addr, "app", "secret", Some("ledger"));
+                let opts = opts_at(addr, "app", "secret", Some("t_ledger"));
                 let mut conn: Option<Conn> = None;
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
@@ -724,7 +730,7 @@ async fn ledger_survives_killed_clients_a_backend_restart_and_a_pause() {
     for t in clients {
         t.await.expect("a ledger client panicked");
     }
-    let mut d = direct_to(&server, Some("ledger")).await;
+    let mut d = direct_to(&server, Some("t_ledger")).await;
     assert_no_open_transactions_within(&mut d, Duration::from_secs(10)).await;
     let total: i64 = d
         .query_first("SELECT CAST(SUM(balance) AS SIGNED) FROM accounts")

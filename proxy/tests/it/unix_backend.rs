@@ -16,16 +16,15 @@ async fn server_socket() -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_unix_socket_backend_serves_clients_like_tcp() {
     let Some(socket) = server_socket().await else {
-        eprintln!("skipped: the test server's Unix socket is not reachable from here");
+        skip_or_fail("the test server's Unix socket is not reachable from here");
         return;
     };
-    let s = server();
-    let mut cfg = config_for(format!("unix:{socket}"), &s.user, &s.password, 2);
+    let mut cfg = config_for(format!("unix:{socket}"), APP_USER, APP_PASSWORD, 2);
     cfg.backend_tls = sluice::config::BackendTlsMode::Preferred;
     let proxy = start(cfg).await;
-    fresh_db("sluice_unix").await;
+    fresh_db("t_unix").await;
 
-    let mut a = connect(&proxy, Some("sluice_unix")).await;
+    let mut a = connect(&proxy, Some("t_unix")).await;
     // The statement's own processlist row shows how its backend connection came in: a
     // socket login has host "localhost", a TCP one "host:port".
     let host: String = a
@@ -47,7 +46,7 @@ async fn a_unix_socket_backend_serves_clients_like_tcp() {
     a.exec_drop("INSERT INTO t VALUES (?, ?)", (1, "one"))
         .await
         .unwrap();
-    let mut b = connect(&proxy, Some("sluice_unix")).await;
+    let mut b = connect(&proxy, Some("t_unix")).await;
     let seen: Option<i64> = b.query_first("SELECT COUNT(*) FROM t").await.unwrap();
     assert_eq!(seen, Some(0), "uncommitted row visible to another client");
     a.query_drop("COMMIT").await.unwrap();
@@ -60,7 +59,7 @@ async fn a_unix_socket_backend_serves_clients_like_tcp() {
     // Many clients over two backends, each answer its own.
     let tasks: Vec<_> = (0..20)
         .map(|i| {
-            let opts = opts(&proxy, "app", "secret", Some("sluice_unix"));
+            let opts = opts(&proxy, "app", "secret", Some("t_unix"));
             tokio::spawn(async move {
                 let mut c = mysql_async::Conn::new(opts).await.unwrap();
                 let got: Option<i64> = c.exec_first("SELECT ? * 2", (i,)).await.unwrap();

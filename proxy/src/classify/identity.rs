@@ -1,0 +1,258 @@
+//! Where `CONNECTION_ID()` is called, so that a session whose backend account may not set
+//! `pseudo_thread_id` can put the client's own id in its place.
+//!
+//! Only statements that run now are covered: the bodies of CREATE/ALTER (views, routines,
+//! triggers, events, column defaults) are stored and run later by any session, so a call
+//! there keeps its text. Called only for statements that contain such a call (rare), so this
+//! lexes them a second time and allocates freely.
+
+use std::ops::Range;
+
+use super::lexer::{is_kw, Lexer, Tok, Token};
+
+/// One `CONNECTION_ID()` call outside strings and comments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdCall {
+    /// The call, from its name to its closing parenthesis.
+    pub span: Range<usize>,
+    /// The select item this call is part of, when that item has no alias: the server names
+    /// the column after the item's text, so the rewrite adds that text as the alias. Set
+    /// on one call per item (the last); others in the same item have `None`.
+    pub unnamed_item: Option<Range<usize>>,
+}
+
+/// Words that end a select list (at its own parenthesis depth).
+const LIST_END: &[&[u8]] = &[
+    b"from",
+    b"into",
+    b"where",
+    b"group",
+    b"having",
+    b"order",
+    b"limit",
+    b"window",
+    b"union",
+    b"except",
+    b"intersect",
+    b"for",
+    b"lock",
+    b"procedure",
+];
+
+/// Select modifiers that may come before the first item.
+const MODIFIERS: &[&[u8]] = &[
+    b"all",
+    b"distinct",
+    b"distinctrow",
+    b"high_priority",
+    b"straight_join",
+    b"sql_small_result",
+    b"sql_big_result",
+    b"sql_buffer_result",
+    b"sql_cache",
+    b"sql_no_cache",
+    b"sql_calc_found_rows",
+];
+
+/// Per parenthesis depth: whether a select list is open there, and where its current item
+/// starts (a token index).
+#[derive(Default, Clone, Copy)]
+struct Frame {
+    item_start: Option<usize>,
+}
+
+/// The `CONNECTION_ID()` calls of `sql` that the session may replace.
+pub(super) fn id_calls(sql: &[u8]) -> Vec<IdCall> {
+    let tokens: Vec<Token> = Lexer::new(sql).collect();
+    let mut out = Vec::new();
+    for stmt in tokens.split(|t| t.kind == Tok::Punct(b';')) {
+        let stored = stmt
+            .first()
+            .is_some_and(|t| is_kw(sql, t, b"create") || is_kw(sql, t, b"alter"));
+        if !stored {
+            statement_calls(sql, stmt, &mut out);
+        }
+    }
+    out
+}
+
+fn is_call(sql: &[u8], t: &[Token], i: usize) -> bool {
+    is_kw(sql, &t[i], b"connection_id")
+        && t.get(i + 1).is_some_and(|x| x.kind == Tok::Punct(b'('))
+        && t.get(i + 2).is_some_and(|x| x.kind == Tok::Punct(b')'))
+        && !(i > 0 && t[i - 1].kind == Tok::Punct(b'.'))
+}
+
+fn statement_calls(sql: &[u8], t: &[Token], out: &mut Vec<IdCall>) {
+    let first = out.len();
+    let mut frames = vec![Frame::default()];
+    let mut items: Vec<Range<usize>> = Vec::new();
+    let mut i = 0;
+    while i < t.len() {
+        let tok = &t[i];
+        if is_call(sql, t, i) {
+            out.push(IdCall {
+                span: tok.start..t[i + 2].end,
+                unnamed_item: None,
+            });
+            i += 3;
+            continue;
+        }
+        let depth = frames.len() - 1;
+        match tok.kind {
+            Tok::Punct(b'(') => frames.push(Frame::default()),
+            Tok::Punct(b')') => {
+                close_item(&mut frames[depth], i, &mut items);
+                if frames.len() > 1 {
+                    frames.pop();
+                }
+            }
+            Tok::Punct(b',') if frames[depth].item_start.is_some() => {
+                close_item(&mut frames[depth], i, &mut items);
+                frames[depth].item_start = Some(i + 1);
+            }
+            Tok::Word if is_kw(sql, tok, b"select") => {
+                let mut start = i + 1;
+                while t
+                    .get(start)
+                    .is_some_and(|x| MODIFIERS.iter().any(|m| is_kw(sql, x, m)))
+                {
+                    start += 1;
+                }
+                frames[depth].item_start = Some(start);
+                i = start;
+                continue;
+            }
+            Tok::Word
+                if frames[depth].item_start.is_some()
+                    && LIST_END.iter().any(|w| is_kw(sql, tok, w)) =>
+            {
+                close_item(&mut frames[depth], i, &mut items);
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if let Some(f) = frames.first_mut() {
+        close_item(f, t.len(), &mut items);
+    }
+    // Each unnamed item that holds a call names its last call.
+    for item in items {
+        let (a, b) = (t[item.start].start, t[item.end - 1].end);
+        if unnamed(sql, &t[item.clone()]) {
+            if let Some(call) = out[first..]
+                .iter_mut()
+                .rev()
+                .find(|c| c.span.start >= a && c.span.end <= b)
+            {
+                call.unnamed_item = Some(a..b);
+            }
+        }
+    }
+}
+
+/// Ends the open item of `frame` before token `end` (exclusive).
+fn close_item(frame: &mut Frame, end: usize, items: &mut Vec<Range<usize>>) {
+    if let Some(start) = frame.item_start.take() {
+        if start < end {
+            items.push(start..end);
+        }
+    }
+}
+
+/// An item without an alias: it ends in `)`, or its last word follows an operator
+/// (`CONNECTION_ID() + 1`, `t.id`). `x AS name` and `expr name` have one. When unsure (an
+/// item ending in `IS NOT NULL`), it counts as named: the rewrite then only changes the
+/// column's name, never the statement's meaning.
+fn unnamed(sql: &[u8], item: &[Token]) -> bool {
+    let Some(last) = item.last() else {
+        return false;
+    };
+    if last.kind == Tok::Punct(b')') {
+        return true;
+    }
+    let before = item.len().checked_sub(2).map(|i| &item[i]);
+    match before {
+        Some(b) if is_kw(sql, b, b"as") => false,
+        Some(b) => matches!(b.kind, Tok::Punct(p) if p != b')'),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (call text, alias text) pairs found in `sql`.
+    fn found(sql: &str) -> Vec<(String, Option<String>)> {
+        id_calls(sql.as_bytes())
+            .into_iter()
+            .map(|c| {
+                (
+                    sql[c.span].to_string(),
+                    c.unnamed_item.map(|r| sql[r].to_string()),
+                )
+            })
+            .collect()
+    }
+
+    fn one(call: &str, alias: Option<&str>) -> Vec<(String, Option<String>)> {
+        vec![(call.to_string(), alias.map(str::to_string))]
+    }
+
+    #[test]
+    fn bare_items_are_named_after_their_text() {
+        let c = "CONNECTION_ID()";
+        assert_eq!(found("SELECT CONNECTION_ID()"), one(c, Some(c)));
+        assert_eq!(
+            found("select connection_id() from dual"),
+            one("connection_id()", Some("connection_id()"))
+        );
+        assert_eq!(
+            found("SELECT DISTINCT (CONNECTION_ID()) , 1"),
+            one(c, Some("(CONNECTION_ID())"))
+        );
+        assert_eq!(
+            found("SELECT CONNECTION_ID() + 1 FROM t"),
+            one(c, Some("CONNECTION_ID() + 1"))
+        );
+        assert_eq!(
+            found("SELECT * FROM (SELECT 1, CONNECTION_ID()) d"),
+            one(c, Some(c))
+        );
+        assert_eq!(
+            found("SELECT CONNECTION_ID(/* x */ )"),
+            one("CONNECTION_ID(/* x */ )", Some("CONNECTION_ID(/* x */ )"))
+        );
+    }
+
+    #[test]
+    fn aliased_items_and_other_places_get_no_alias() {
+        let c = "CONNECTION_ID()";
+        assert_eq!(found("SELECT CONNECTION_ID() AS id"), one(c, None));
+        assert_eq!(found("SELECT CONNECTION_ID() id"), one(c, None));
+        assert_eq!(
+            found("SELECT 1 FROM t WHERE id = CONNECTION_ID()"),
+            one(c, None)
+        );
+        assert_eq!(
+            found("INSERT INTO t VALUES (CONNECTION_ID())"),
+            one(c, None)
+        );
+        assert_eq!(found("DO CONNECTION_ID()"), one(c, None));
+        let wrapped = "IFNULL(NULL, CONNECTION_ID())";
+        assert_eq!(found(&format!("SELECT {wrapped}")), one(c, Some(wrapped)));
+    }
+
+    #[test]
+    fn strings_comments_stored_bodies_and_other_functions_are_left_alone() {
+        assert!(found("SELECT 'CONNECTION_ID()', `CONNECTION_ID()` -- CONNECTION_ID()").is_empty());
+        assert!(found("SELECT db.connection_id(), connection_id(1)").is_empty());
+        assert!(found("CREATE VIEW v AS SELECT CONNECTION_ID()").is_empty());
+        assert!(found("CREATE TABLE t (a INT DEFAULT (CONNECTION_ID()))").is_empty());
+        assert_eq!(
+            found("CREATE VIEW v AS SELECT 1; SELECT CONNECTION_ID() x").len(),
+            1
+        );
+    }
+}

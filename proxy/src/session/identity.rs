@@ -1,0 +1,183 @@
+//! The client's identity on a shared backend: `CONNECTION_ID()` returns the id sluice gave the
+//! client in its handshake, and `LAST_INSERT_ID()` the session's own last insert, whichever
+//! backend runs the statement.
+//!
+//! CONNECTION_ID() has two ways (`conn::identity::IdentityMode`, found per backend account):
+//! an account that may set `pseudo_thread_id` gets it set before each statement that can
+//! observe the id; for one that may not, each call the classifier found in the statement's
+//! text is replaced by `IFNULL(CAST(<id> AS UNSIGNED), CONNECTION_ID())`, an expression the
+//! server types exactly as the function itself (on MariaDB INT UNSIGNED, length 10, NOT NULL;
+//! on MySQL 8 BIGINT UNSIGNED), and a select item without an alias gets its original text as
+//! one, so a driver sees the same column name. The text differs per client, so a prepared
+//! statement with such a call is cached per client (its backend key is the rewritten text).
+
+use crate::classify::{Classification, IdCall, StatementKind};
+use crate::conn::backend::{query_payload, Health};
+use crate::conn::identity::IdentityMode;
+
+use super::Session;
+
+/// What of the client's identity a statement can observe on the backend, so that it is set
+/// there first.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Presents {
+    /// CONNECTION_ID() is read, or a temporary table may be created: the server keys
+    /// temporary tables by pseudo_thread_id, so a table created under another session's id
+    /// would vanish from this session once its own id is presented.
+    connection_id: bool,
+    last_insert_id: bool,
+}
+
+impl Presents {
+    pub(crate) fn of(class: &Classification) -> Presents {
+        Presents {
+            connection_id: class.effects.connection_id
+                || class.effects.temporary_table
+                || class.kind == StatementKind::Call,
+            last_insert_id: class.effects.last_insert_id_read,
+        }
+    }
+}
+
+/// Longest select-item text used as an alias (MySQL allows 256 characters for a name).
+const MAX_ALIAS: usize = 250;
+
+/// `sql` with each call replaced by the client's `id`, and the unnamed select items that
+/// hold one named after their original text.
+pub fn with_client_id(sql: &[u8], calls: &[IdCall], id: u32) -> Vec<u8> {
+    let value = format!("IFNULL(CAST({id} AS UNSIGNED), CONNECTION_ID())");
+    // (position, bytes of the original replaced from there, text put there), in order.
+    let mut edits: Vec<(usize, usize, Vec<u8>)> = Vec::new();
+    for call in calls {
+        edits.push((call.span.start, call.span.len(), value.clone().into_bytes()));
+        if let Some(item) = call.unnamed_item.clone().filter(|r| r.len() <= MAX_ALIAS) {
+            let mut alias = b" AS `".to_vec();
+            for &b in &sql[item.clone()] {
+                if b == b'`' {
+                    alias.push(b'`');
+                }
+                alias.push(b);
+            }
+            alias.push(b'`');
+            edits.push((item.end, 0, alias));
+        }
+    }
+    // At one position, the replacement of a call comes before the alias of its item.
+    edits.sort_by_key(|(at, len, _)| (*at, usize::from(*len == 0)));
+    let mut out = Vec::with_capacity(sql.len() + edits.len() * value.len());
+    let mut pos = 0;
+    for (at, len, text) in edits {
+        if at < pos {
+            continue; // overlapping spans cannot come from the classifier; keep the text
+        }
+        out.extend_from_slice(&sql[pos..at]);
+        out.extend_from_slice(&text);
+        pos = at + len;
+    }
+    out.extend_from_slice(&sql[pos..]);
+    out
+}
+
+impl Session {
+    /// How the session's backend account shows CONNECTION_ID() (`None` before its first login).
+    pub(super) fn id_mode(&self) -> Option<IdentityMode> {
+        self.target.identity.mode(&self.target.user)
+    }
+
+    /// The statement's text with the client's id in place of its CONNECTION_ID() calls, when
+    /// the backend account cannot present the id itself. Before the account's first login the
+    /// mode is not known: the rewrite is right in both modes, so it is used.
+    pub(super) fn rewritten_sql(&self, sql: &[u8], class: &Classification) -> Option<Vec<u8>> {
+        if class.id_calls.is_empty() || self.id_mode() == Some(IdentityMode::PseudoThreadId) {
+            return None;
+        }
+        Some(with_client_id(sql, &class.id_calls, self.reg.info.id))
+    }
+
+    /// Makes the backend show the client's identity where the statement can see it.
+    pub(super) async fn present_identity(&mut self, presents: Presents) {
+        if presents.connection_id && self.id_mode() == Some(IdentityMode::PseudoThreadId) {
+            self.present_connection_id().await;
+        }
+        if presents.last_insert_id {
+            self.present_last_insert_id().await;
+        }
+    }
+
+    /// CONNECTION_ID() returns pseudo_thread_id: set it to the client's id first.
+    async fn present_connection_id(&mut self) {
+        let id = self.reg.info.id;
+        let Some(b) = self.backend.as_mut() else {
+            return;
+        };
+        if b.pseudo_id == id {
+            return;
+        }
+        let sql = format!("SET @@SESSION.pseudo_thread_id = {id}");
+        match b.run_simple(&query_payload(sql.as_bytes())).await {
+            Ok(Ok(_)) => b.pseudo_id = id,
+            Ok(Err(e)) => {
+                // The probe said the account may; a GRANT revoked since then shows here.
+                tracing::warn!(
+                    client = id,
+                    "cannot set pseudo_thread_id: {}",
+                    String::from_utf8_lossy(&e.message)
+                )
+            }
+            Err(_) => b.health = Health::Broken,
+        }
+    }
+
+    /// LAST_INSERT_ID() must return the id of the session's own last insert, which may have
+    /// run on another backend: set it there first (one extra round trip, only for statements
+    /// that read it).
+    async fn present_last_insert_id(&mut self) {
+        let id = self.state.last_insert_id;
+        let Some(b) = self.backend.as_mut() else {
+            return;
+        };
+        if b.last_insert_id == id {
+            return;
+        }
+        let sql = format!("SET @@SESSION.last_insert_id = {id}");
+        match b.run_simple(&query_payload(sql.as_bytes())).await {
+            Ok(Ok(_)) => b.last_insert_id = id,
+            Ok(Err(_)) => {}
+            Err(_) => b.health = Health::Broken,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::classify;
+
+    fn rewrite(sql: &str) -> String {
+        let c = classify(sql.as_bytes());
+        String::from_utf8(with_client_id(sql.as_bytes(), &c.id_calls, 42)).unwrap()
+    }
+
+    const V: &str = "IFNULL(CAST(42 AS UNSIGNED), CONNECTION_ID())";
+
+    #[test]
+    fn calls_become_the_client_id_and_bare_items_keep_their_name() {
+        assert_eq!(
+            rewrite("SELECT CONNECTION_ID()"),
+            format!("SELECT {V} AS `CONNECTION_ID()`")
+        );
+        assert_eq!(
+            rewrite("select connection_id(), 1 from dual where connection_id() > 0"),
+            format!("select {V} AS `connection_id()`, 1 from dual where {V} > 0")
+        );
+        assert_eq!(
+            rewrite("SELECT (SELECT CONNECTION_ID()) AS x"),
+            format!("SELECT (SELECT {V} AS `CONNECTION_ID()`) AS x")
+        );
+        assert_eq!(
+            rewrite("SELECT CONNECTION_ID()+1, 'CONNECTION_ID()'"),
+            format!("SELECT {V}+1 AS `CONNECTION_ID()+1`, 'CONNECTION_ID()'")
+        );
+        assert_eq!(rewrite("SELECT 1"), "SELECT 1");
+    }
+}
