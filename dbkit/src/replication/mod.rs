@@ -313,7 +313,8 @@ impl Cluster {
     }
 
     /// Waits until server `index` has applied `position` (a MariaDB GTID list such as
-    /// `0-1-42,1-1-7`), with `MASTER_GTID_WAIT`.
+    /// `0-1-42,1-1-7`) as a replica, with `MASTER_GTID_WAIT`, which compares each domain's
+    /// sequence number with `@@gtid_slave_pos`.
     pub fn wait_for_position(
         &self,
         index: usize,

@@ -9,8 +9,8 @@
 //!    `Err(`[`monitor::failure_of`]`(..))`), giving one [`Observation`] per server;
 //! 2. calls [`roles::decide`] with the observations and the previous round's
 //!    [`roles::Memory`], and publishes the [`Topology`] (e.g. in an `ArcSwap`) for the
-//!    sessions, SHOW SERVERS and /metrics; a [`Verdict`] with rivals, an ambiguous verdict
-//!    or a `WritableReplica` exclusion is logged as an alert;
+//!    sessions, SHOW SERVERS (roles, lag, position, the [`Exclusion`] as text) and
+//!    /metrics, and logs [`Topology::alerts`] (split brain, ambiguity, writable replicas);
 //! 3. the router sends writes to [`Topology::writer`] (or queues them while there is none)
 //!    and picks a replica for a read with [`choose::choose_replica`], passing the
 //!    session's required position: the union ([`GtidPosition::include`]) of the GTIDs its
@@ -37,7 +37,7 @@ pub mod roles;
 pub use choose::{choose_replica, Candidate};
 pub use gtid::{GtidError, GtidPosition, GtidSet, MariaDbGtid, MariaDbPosition};
 pub use observation::{CheckFailure, IoThread, Observation, ReplicaStatus, ServerState};
-pub use roles::{decide, Exclusion, Limits, Memory, NoWriter, Role, Topology, Verdict};
+pub use roles::{decide, Alert, Exclusion, Limits, Memory, NoWriter, Role, Topology, Verdict};
 
 /// Which server family a backend is; their replication variables and GTIDs differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -39,7 +39,8 @@ pub struct Limits {
     pub max_replica_lag: Duration,
 }
 
-/// What the last round agreed on; carried from one round to the next.
+/// What the last round agreed on; carried from one round to the next. Indexes are positions
+/// in the configured server list: start from `Memory::default()` when the list changes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Memory {
     /// The agreed writer.
@@ -86,6 +87,27 @@ pub enum Exclusion {
     SourceBroken,
 }
 
+impl std::fmt::Display for Exclusion {
+    /// The reason as SHOW SERVERS shows it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exclusion::CheckFailed(why) => write!(f, "monitor check failed: {why}"),
+            Exclusion::CompetingWriter => f.write_str("competing writer (split brain)"),
+            Exclusion::WritableReplica => f.write_str("read_only=OFF while replicating"),
+            Exclusion::NotReplicating => f.write_str("read-only and replicating from nobody"),
+            Exclusion::SqlThreadStopped => f.write_str("SQL thread stopped"),
+            Exclusion::IoThreadStopped => f.write_str("IO thread stopped"),
+            Exclusion::IoThreadConnecting => f.write_str("IO thread not connected to its source"),
+            Exclusion::LagUnknown => f.write_str("lag unknown (Seconds_Behind_Master is NULL)"),
+            Exclusion::LagTooHigh { lag } => {
+                write!(f, "lag {} s over max_replica_lag", lag.as_secs())
+            }
+            Exclusion::FollowsCompetingWriter => f.write_str("replicates from a competing writer"),
+            Exclusion::SourceBroken => f.write_str("its source's replication is broken"),
+        }
+    }
+}
+
 /// The cluster's verdict on writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -107,6 +129,17 @@ pub enum NoWriter {
     /// Several servers are writable and replicate from nobody, and none of them is the
     /// agreed writer: sluice does not guess which one is right.
     Ambiguous { candidates: Vec<usize> },
+}
+
+/// What a round found that an operator must hear about (logged, counted in /metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Alert {
+    /// Servers writable and replicating from nobody besides the writer.
+    SplitBrain { writer: usize, rivals: Vec<usize> },
+    /// Several such servers and no agreed writer: no writes until it is resolved.
+    Ambiguous { candidates: Vec<usize> },
+    /// A replica with `read_only=OFF`.
+    WritableReplica { index: usize },
 }
 
 /// One server as the decision sees it.
@@ -136,6 +169,26 @@ impl Topology {
             Verdict::Writer { index, .. } => Some(index),
             Verdict::NoWriter(_) => None,
         }
+    }
+
+    /// This round's alerts, split brain first.
+    pub fn alerts(&self) -> Vec<Alert> {
+        let mut alerts = match &self.verdict {
+            Verdict::Writer { index, rivals } if !rivals.is_empty() => vec![Alert::SplitBrain {
+                writer: *index,
+                rivals: rivals.clone(),
+            }],
+            Verdict::NoWriter(NoWriter::Ambiguous { candidates }) => vec![Alert::Ambiguous {
+                candidates: candidates.clone(),
+            }],
+            _ => Vec::new(),
+        };
+        for (index, server) in self.servers.iter().enumerate() {
+            if server.role == Role::Excluded(Exclusion::WritableReplica) {
+                alerts.push(Alert::WritableReplica { index });
+            }
+        }
+        alerts
     }
 
     /// Indexes of the replicas that may take reads.
@@ -213,12 +266,13 @@ fn writer_verdict(
             };
             (memory, Verdict::NoWriter(reason))
         }
-        // Only rivals are writable while the agreed writer is unreachable.
-        some if memory.writer.is_some() && some.iter().all(|c| memory.rivals.contains(c)) => {
-            let writer = memory.writer.unwrap_or_default();
-            (memory, Verdict::NoWriter(NoWriter::Unreachable { writer }))
-        }
         several => {
+            // Only rivals are writable while the agreed writer is unreachable.
+            if let Some(writer) = memory.writer {
+                if several.iter().all(|c| memory.rivals.contains(c)) {
+                    return (memory, Verdict::NoWriter(NoWriter::Unreachable { writer }));
+                }
+            }
             let verdict = Verdict::NoWriter(NoWriter::Ambiguous {
                 candidates: several.to_vec(),
             });

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::gtid::GtidPosition;
 use super::observation::{CheckFailure, IoThread, Observation, ReplicaStatus, ServerState};
-use super::roles::{decide, Exclusion, Limits, Memory, NoWriter, Role, Verdict};
+use super::roles::{decide, Alert, Exclusion, Limits, Memory, NoWriter, Role, Verdict};
 
 const LIMITS: Limits = Limits {
     max_replica_lag: Duration::from_secs(5),
@@ -477,5 +477,42 @@ fn a_check_that_flaps_does_not_move_the_writer() {
                 vec![Writer, Replica],
             ),
         ],
+    );
+}
+
+#[test]
+fn alerts_and_reasons() {
+    let t = decide(&Memory::default(), &[w(1), w(2), r(3, 1, 0)], &LIMITS);
+    assert_eq!(
+        t.alerts(),
+        vec![Alert::Ambiguous {
+            candidates: vec![0, 1]
+        }]
+    );
+    let memory = decide(&Memory::default(), &[w(1), r(2, 1, 0), r(3, 1, 0)], &LIMITS).memory;
+    let writable = r_with(3, 1, |s| s.read_only = false);
+    let t = decide(&memory, &[w(1), w(2), writable], &LIMITS);
+    assert_eq!(
+        t.alerts(),
+        vec![
+            Alert::SplitBrain {
+                writer: 0,
+                rivals: vec![1]
+            },
+            Alert::WritableReplica { index: 2 }
+        ]
+    );
+    assert!(decide(&memory, &[w(1), r(2, 1, 0)], &LIMITS)
+        .alerts()
+        .is_empty());
+    let shown = Exclusion::LagTooHigh {
+        lag: Duration::from_secs(7),
+    }
+    .to_string();
+    assert_eq!(shown, "lag 7 s over max_replica_lag");
+    let shown = Exclusion::CheckFailed(CheckFailure::Refused { code: 1227 }).to_string();
+    assert_eq!(
+        shown,
+        "monitor check failed: server refused the check (1227)"
     );
 }
