@@ -89,8 +89,15 @@ impl Proxy {
             addr: listen,
             source,
         })?;
+        let reachable = greeting.is_some();
         let ctx = Context::new(config, handshake, server, backend_tls);
         if let Some((key, target)) = crate::context::default_group(&ctx) {
+            if reachable {
+                // The first user's login lane, opened now: it also reads the server's
+                // max_connections, which `max_backend_connections = auto` is derived from.
+                let open = ctx.pool.open_control(&key, &target);
+                let _ = tokio::time::timeout(Duration::from_secs(3), open).await;
+            }
             ctx.pool.set_warm_group(key, target);
         }
         let (admin_addr, metrics_addr) = spawn_consoles(&ctx).await?;

@@ -1,18 +1,26 @@
 //! Backend ownership: execution slots (`slots`), idle backend connections grouped by
-//! `PoolKey`, the checkout that picks the best one, and the check-in decision (`recycle`).
+//! `PoolKey`, the checkout that picks the best one, the check-in decision (`recycle`), the
+//! places pinned sessions may hold (`places`), the cap on connections (`limits`) and the
+//! control connections of login checks (`control`).
 //!
 //! The idle lists live under one sync mutex that is never held across an `.await`.
 
+pub mod control;
 pub mod error;
 pub mod guard;
 pub mod limiter;
+pub mod limits;
+mod maintain;
 mod opener;
 pub mod outage;
+pub mod places;
 pub mod recycle;
 pub mod slots;
 
+pub use control::CheckError;
 pub use error::Error;
 pub use guard::PooledBackend;
+pub use places::{Hold, PinPlace, PinRefusal};
 pub use slots::{Slot, Slots, Window};
 
 use std::collections::HashMap;
@@ -22,9 +30,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::config::BackendLimit;
 use crate::conn::backend::{BackendTarget, Health, MovableState, PoolKey};
 use crate::conn::server_info::ServerInfoCell;
-use crate::conn::BackendConn;
+use crate::conn::{self, BackendConn};
 use crate::stats::{BackendCloseReason, RecycleOutcome, Stats};
 use outage::{Outage, OutageView};
 use recycle::{PoolFacts, Recycle};
@@ -38,7 +47,12 @@ struct Shared {
     slots: Arc<Slots>,
     backends: Mutex<Backends>,
     freed: Notify,
+    /// max_backend_connections in force: `limit` resolved against the server (`limits`).
     max_open: AtomicU32,
+    limit: Mutex<BackendLimit>,
+    learned: Mutex<limits::Learned>,
+    places: places::Places,
+    lanes: control::Lanes,
     lifetime_secs: AtomicU32,
     closed: AtomicBool,
     stats: Arc<Stats>,
@@ -77,24 +91,34 @@ pub struct PoolSnapshot {
     pub open: u32,
     pub idle: u32,
     pub max_open: u32,
+    /// The server's max_connections when max_open was derived from it (`auto`).
+    pub max_open_from_server: Option<u32>,
+    /// Places pinned sessions hold, and how many they may hold.
+    pub pinned: u32,
+    pub pinned_max: u32,
+    pub pinned_by: Vec<(Hold, u32)>,
     pub groups: Vec<(PoolKey, usize)>,
 }
 
 /// Settings the pool reads; all live-tunable.
 pub struct PoolSettings {
     pub pool_size: u32,
-    pub max_backend_connections: u32,
+    pub max_backend_connections: BackendLimit,
     pub server_lifetime: Duration,
 }
 
 impl Pool {
     pub fn new(settings: &PoolSettings, stats: Arc<Stats>, server: Arc<ServerInfoCell>) -> Pool {
-        Pool {
+        let pool = Pool {
             shared: Arc::new(Shared {
                 slots: Slots::new(settings.pool_size),
                 backends: Mutex::new(Backends::default()),
                 freed: Notify::new(),
-                max_open: AtomicU32::new(settings.max_backend_connections),
+                max_open: AtomicU32::new(0),
+                limit: Mutex::new(settings.max_backend_connections),
+                learned: Mutex::default(),
+                places: Default::default(),
+                lanes: Default::default(),
                 lifetime_secs: AtomicU32::new(
                     settings.server_lifetime.as_secs().min(u32::MAX as u64) as u32,
                 ),
@@ -106,19 +130,27 @@ impl Pool {
                 checking: AtomicU32::new(0),
                 server,
             }),
-        }
+        };
+        pool.set_limit(settings.max_backend_connections);
+        pool
     }
 
     pub fn apply(&self, settings: &PoolSettings) {
         self.shared.slots.resize(settings.pool_size);
-        self.shared
-            .max_open
-            .store(settings.max_backend_connections, Ordering::Relaxed);
         self.shared.lifetime_secs.store(
             settings.server_lifetime.as_secs().min(u32::MAX as u64) as u32,
             Ordering::Relaxed,
         );
-        self.shared.freed.notify_waiters();
+        // Also wakes checkouts and place waiters: the room may have grown.
+        self.set_limit(settings.max_backend_connections);
+    }
+
+    /// Open connections the pool may have: max_backend_connections, or more when pinned
+    /// sessions overflowed their places, so that `pool_size` connections always remain for
+    /// statements that do not pin.
+    fn allowed_open(&self) -> u32 {
+        self.max_open()
+            .max(self.pinned() + self.shared.slots.size())
     }
 
     pub fn slots(&self) -> &Arc<Slots> {
@@ -261,7 +293,7 @@ impl Pool {
             Plan::Idle(conn)
         } else if !may_open {
             Plan::Wait
-        } else if b.open < self.shared.max_open.load(Ordering::Relaxed) {
+        } else if b.open < self.allowed_open() {
             b.open += 1;
             Plan::Open(None)
         } else if let Some(victim) = take_any_idle(&mut b) {
@@ -285,14 +317,22 @@ impl Pool {
         loop {
             match self.open_fresh_once(key, target).await {
                 Err(Error::Connect { kind, .. }) if !kind.is_permanent() => {
-                    let mut up = self.shared.outage.subscribe();
-                    let back = tokio::time::timeout_at(until.into(), up.wait_for(|up| *up));
-                    if !matches!(back.await, Ok(Ok(_))) {
-                        return Err(self.down_error(started.elapsed()));
-                    }
+                    self.wait_up(until, started).await?
                 }
                 other => return other,
             }
+        }
+    }
+
+    /// Waits until `until` for the reconnect loop to find the server up; the down error
+    /// (counting from `started`) if it does not.
+    async fn wait_up(&self, until: Instant, started: Instant) -> Result<(), Error> {
+        let mut up = self.shared.outage.subscribe();
+        let back = tokio::time::timeout_at(until.into(), up.wait_for(|up| *up)).await;
+        if matches!(back, Ok(Ok(_))) {
+            Ok(())
+        } else {
+            Err(self.down_error(started.elapsed()))
         }
     }
 
@@ -303,7 +343,7 @@ impl Pool {
     ) -> Result<PooledBackend, Error> {
         let evicted = {
             let mut b = self.lock();
-            if b.open < self.shared.max_open.load(Ordering::Relaxed) {
+            if b.open < self.allowed_open() {
                 b.open += 1;
                 None
             } else {
@@ -346,32 +386,47 @@ impl Pool {
         key: &PoolKey,
         target: &BackendTarget,
     ) -> Result<BackendConn, Error> {
-        match BackendConn::connect(target, key.clone()).await {
-            Ok(conn) => {
-                Stats::incr(&self.shared.stats.backend_connects);
-                self.shared.server.learn(&conn.server);
-                Ok(conn)
-            }
+        match self.open_conn(key, target).await {
+            Ok(conn) => Ok(conn),
             Err(source) => {
-                let kind = outage::classify(&source);
-                Stats::incr(&self.shared.stats.backend_connect_errors);
-                self.shared.stats.connect_failed(kind);
                 self.lock().open -= 1;
                 self.shared.freed.notify_one();
-                if self
-                    .shared
-                    .outage
-                    .failed(&target.addr, kind, source.to_string())
-                {
-                    self.spawn_reconnect(key.clone(), target.clone());
-                }
-                Err(Error::Connect {
-                    addr: target.addr.clone(),
-                    user: target.user.clone(),
-                    kind,
-                    source,
-                })
+                Err(self.connect_failed(key, target, source))
             }
+        }
+    }
+
+    /// Opens and logs in a backend connection and records it: the count, the server's
+    /// greeting, and (once) the server's max_connections.
+    async fn open_conn(
+        &self,
+        key: &PoolKey,
+        target: &BackendTarget,
+    ) -> Result<BackendConn, conn::Error> {
+        let mut conn = BackendConn::connect(target, key.clone()).await?;
+        Stats::incr(&self.shared.stats.backend_connects);
+        self.shared.server.learn(&conn.server);
+        self.learn_limit(&mut conn).await?;
+        Ok(conn)
+    }
+
+    /// Records a failed connect, and starts the reconnect loop if the server looks down.
+    fn connect_failed(&self, key: &PoolKey, target: &BackendTarget, source: conn::Error) -> Error {
+        let kind = outage::classify(&source);
+        Stats::incr(&self.shared.stats.backend_connect_errors);
+        self.shared.stats.connect_failed(kind);
+        if self
+            .shared
+            .outage
+            .failed(&target.addr, kind, source.to_string())
+        {
+            self.spawn_reconnect(key.clone(), target.clone());
+        }
+        Error::Connect {
+            addr: target.addr.clone(),
+            user: target.user.clone(),
+            kind,
+            source,
         }
     }
 
@@ -383,7 +438,7 @@ impl Pool {
             PoolFacts {
                 closed: self.shared.closed.load(Ordering::Relaxed),
                 open: b.open,
-                max_open: self.shared.max_open.load(Ordering::Relaxed),
+                max_open: self.allowed_open(),
                 lifetime: Duration::from_secs(
                     self.shared.lifetime_secs.load(Ordering::Relaxed) as u64
                 ),
@@ -439,99 +494,6 @@ impl Pool {
         self.shared.freed.notify_one();
     }
 
-    /// Closes idle backends that were unused for `idle_timeout`, keeping `min_idle` of the
-    /// warm group (other groups' idle backends all time out), and idle ones older than
-    /// `server_lifetime` (warm-up replaces them). A zero duration disables either.
-    pub fn close_idle_older_than(&self, idle_timeout: Duration, min_idle: u32) -> usize {
-        let now = Instant::now();
-        let lifetime =
-            Duration::from_secs(self.shared.lifetime_secs.load(Ordering::Relaxed) as u64);
-        let warm = self.warm_key();
-        let mut victims = Vec::new();
-        {
-            let mut b = self.lock();
-            for (key, list) in b.idle.iter_mut() {
-                let mut keep = if Some(key) == warm.as_ref() {
-                    list.len() as u32
-                } else {
-                    0
-                };
-                // Oldest first, so the kept ones are the most recently used.
-                let mut i = 0;
-                while i < list.len() {
-                    let expired = !idle_timeout.is_zero()
-                        && now.duration_since(list[i].last_used) >= idle_timeout;
-                    let too_old =
-                        !lifetime.is_zero() && now.duration_since(list[i].created) >= lifetime;
-                    if too_old || (expired && (keep > min_idle || keep == 0)) {
-                        let conn = list.remove(i);
-                        self.shared.stats.backend_closed(if too_old {
-                            BackendCloseReason::Lifetime
-                        } else {
-                            BackendCloseReason::IdleTimeout
-                        });
-                        victims.push(conn);
-                        keep = keep.saturating_sub(1);
-                    } else {
-                        i += 1;
-                    }
-                }
-            }
-            b.idle_count -= victims.len() as u32;
-            b.open -= victims.len() as u32;
-        }
-        let n = victims.len();
-        if n > 0 {
-            self.shared.freed.notify_waiters();
-        }
-        n
-    }
-
-    fn warm_key(&self) -> Option<PoolKey> {
-        let warm = self.shared.warm.lock().unwrap_or_else(|p| p.into_inner());
-        warm.as_ref().map(|w| w.0.clone())
-    }
-
-    /// Takes every idle backend out for a health check; `give_back` returns the healthy ones.
-    pub fn take_idle_for_check(&self) -> Vec<BackendConn> {
-        let mut b = self.lock();
-        let all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
-        b.idle_count = 0;
-        self.shared
-            .checking
-            .fetch_add(all.len() as u32, Ordering::Relaxed);
-        all
-    }
-
-    /// Returns a backend `take_idle_for_check` took out.
-    pub fn give_back(&self, conn: BackendConn, healthy: bool) {
-        self.shared.checking.fetch_sub(1, Ordering::Relaxed);
-        if healthy {
-            self.put_idle(conn);
-        } else {
-            self.close(conn, BackendCloseReason::HealthCheck);
-        }
-    }
-
-    /// Stops handing out backends and closes the idle ones.
-    pub fn close_all(&self) {
-        self.shared.closed.store(true, Ordering::Relaxed);
-        self.shared.slots.close();
-        let idle = {
-            let mut b = self.lock();
-            let all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
-            b.open -= all.len() as u32;
-            b.idle_count = 0;
-            all
-        };
-        for _ in &idle {
-            self.shared
-                .stats
-                .backend_closed(BackendCloseReason::Shutdown);
-        }
-        self.shared.freed.notify_waiters();
-    }
-
     pub fn snapshot(&self) -> PoolSnapshot {
         let b = self.lock();
         PoolSnapshot {
@@ -540,14 +502,13 @@ impl Pool {
             waiting: self.shared.slots.waiting(),
             open: b.open,
             idle: b.idle_count,
-            max_open: self.shared.max_open.load(Ordering::Relaxed),
+            max_open: self.max_open(),
+            max_open_from_server: self.cap_from_server(),
+            pinned: self.pinned(),
+            pinned_max: self.pin_cap(),
+            pinned_by: self.pinned_by(),
             groups: b.idle.iter().map(|(k, v)| (k.clone(), v.len())).collect(),
         }
-    }
-
-    /// Shows each idle backend to `f` (SHOW SERVERS) under the pool lock: `f` must be quick.
-    pub fn for_each_idle(&self, mut f: impl FnMut(&BackendConn)) {
-        self.lock().idle.values().flatten().for_each(&mut f);
     }
 
     fn lock(&self) -> MutexGuard<'_, Backends> {

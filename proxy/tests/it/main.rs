@@ -18,6 +18,7 @@ mod drivers;
 mod faults;
 mod flood;
 mod isolation;
+mod pinning;
 mod reliability;
 mod set_option;
 mod tls;

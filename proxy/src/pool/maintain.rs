@@ -1,0 +1,112 @@
+//! Pool upkeep, driven by `app::maintenance` and shutdown: idle and lifetime closes, health
+//! checks of idle backends, and closing everything at the end.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::Pool;
+use crate::conn::backend::PoolKey;
+use crate::conn::BackendConn;
+use crate::stats::BackendCloseReason;
+
+impl Pool {
+    /// Closes idle backends that were unused for `idle_timeout`, keeping `min_idle` of the
+    /// warm group (other groups' idle backends all time out), and idle ones older than
+    /// `server_lifetime` (warm-up replaces them). A zero duration disables either.
+    pub fn close_idle_older_than(&self, idle_timeout: Duration, min_idle: u32) -> usize {
+        let now = Instant::now();
+        let lifetime =
+            Duration::from_secs(self.shared.lifetime_secs.load(Ordering::Relaxed) as u64);
+        let warm = self.warm_key();
+        let mut victims = Vec::new();
+        {
+            let mut b = self.lock();
+            for (key, list) in b.idle.iter_mut() {
+                let mut keep = if Some(key) == warm.as_ref() {
+                    list.len() as u32
+                } else {
+                    0
+                };
+                // Oldest first, so the kept ones are the most recently used.
+                let mut i = 0;
+                while i < list.len() {
+                    let expired = !idle_timeout.is_zero()
+                        && now.duration_since(list[i].last_used) >= idle_timeout;
+                    let too_old =
+                        !lifetime.is_zero() && now.duration_since(list[i].created) >= lifetime;
+                    if too_old || (expired && (keep > min_idle || keep == 0)) {
+                        let conn = list.remove(i);
+                        self.shared.stats.backend_closed(if too_old {
+                            BackendCloseReason::Lifetime
+                        } else {
+                            BackendCloseReason::IdleTimeout
+                        });
+                        victims.push(conn);
+                        keep = keep.saturating_sub(1);
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            b.idle_count -= victims.len() as u32;
+            b.open -= victims.len() as u32;
+        }
+        let n = victims.len();
+        if n > 0 {
+            self.shared.freed.notify_waiters();
+        }
+        self.close_idle_control(idle_timeout);
+        n
+    }
+
+    fn warm_key(&self) -> Option<PoolKey> {
+        let warm = self.shared.warm.lock().unwrap_or_else(|p| p.into_inner());
+        warm.as_ref().map(|w| w.0.clone())
+    }
+
+    /// Takes every idle backend out for a health check; `give_back` returns the healthy ones.
+    pub fn take_idle_for_check(&self) -> Vec<BackendConn> {
+        let mut b = self.lock();
+        let all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
+        b.idle_count = 0;
+        self.shared
+            .checking
+            .fetch_add(all.len() as u32, Ordering::Relaxed);
+        all
+    }
+
+    /// Returns a backend `take_idle_for_check` took out.
+    pub fn give_back(&self, conn: BackendConn, healthy: bool) {
+        self.shared.checking.fetch_sub(1, Ordering::Relaxed);
+        if healthy {
+            self.put_idle(conn);
+        } else {
+            self.close(conn, BackendCloseReason::HealthCheck);
+        }
+    }
+
+    /// Stops handing out backends and closes the idle ones.
+    pub fn close_all(&self) {
+        self.shared.closed.store(true, Ordering::Relaxed);
+        self.shared.slots.close();
+        let idle = {
+            let mut b = self.lock();
+            let all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
+            b.open -= all.len() as u32;
+            b.idle_count = 0;
+            all
+        };
+        for _ in &idle {
+            self.shared
+                .stats
+                .backend_closed(BackendCloseReason::Shutdown);
+        }
+        self.close_control();
+        self.shared.freed.notify_waiters();
+    }
+
+    /// Shows each idle backend to `f` (SHOW SERVERS) under the pool lock: `f` must be quick.
+    pub fn for_each_idle(&self, mut f: impl FnMut(&BackendConn)) {
+        self.lock().idle.values().flatten().for_each(&mut f);
+    }
+}
