@@ -188,8 +188,12 @@ impl Collector for SluiceCollector {
             "state",
             phases,
         )?;
-        let in_use = i64::from(snap.open.saturating_sub(snap.idle));
-        let backends = [("idle", i64::from(snap.idle)), ("in_use", in_use)];
+        let in_use = i64::from(snap.open.saturating_sub(snap.idle + snap.to_reset));
+        let backends = [
+            ("idle", i64::from(snap.idle)),
+            ("to_reset", i64::from(snap.to_reset)),
+            ("in_use", in_use),
+        ];
         gauge_family(
             &mut e,
             "backends",
@@ -330,6 +334,12 @@ impl Collector for SluiceCollector {
             "backend_connects",
             "Backend connections opened",
             s.backend_connects.load(Relaxed),
+        )?;
+        counter(
+            &mut e,
+            "control_connects",
+            "Control connections opened for login-time default-database checks",
+            s.control_connects.load(Relaxed),
         )?;
         counter(
             &mut e,

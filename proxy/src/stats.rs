@@ -134,6 +134,8 @@ pub struct Stats {
     /// pinned place was taken: they keep their backend beyond the cap.
     pub pin_overflows: AtomicU64,
     pub backend_connects: AtomicU64,
+    /// Control connections opened for login-time database checks (`pool::control`).
+    pub control_connects: AtomicU64,
     pub backend_connect_errors: AtomicU64,
     pub replays: AtomicU64,
     pub bytes_to_clients: AtomicU64,

@@ -308,6 +308,7 @@ pub fn stats(ctx: &Context, started: Instant) -> Table {
     counter("pin_overflows".into(), s.pin_overflows.load(Relaxed));
     counter("client_errors".into(), s.client_errors.load(Relaxed));
     counter("backend_connects".into(), s.backend_connects.load(Relaxed));
+    counter("control_connects".into(), s.control_connects.load(Relaxed));
     counter(
         "backend_connect_errors".into(),
         s.backend_connect_errors.load(Relaxed),
@@ -338,6 +339,7 @@ pub fn stats(ctx: &Context, started: Instant) -> Table {
     gauge("clients_connected", ctx.registry.len() as u64);
     gauge("backends_open", u64::from(snap.open));
     gauge("backends_idle", u64::from(snap.idle));
+    gauge("backends_to_reset", u64::from(snap.to_reset));
     gauge("backends_max", u64::from(snap.max_open));
     gauge("pinned_backends", u64::from(snap.pinned));
     gauge("pinned_backends_max", u64::from(snap.pinned_max));

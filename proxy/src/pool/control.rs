@@ -176,7 +176,7 @@ impl Pool {
         let started = Instant::now();
         let control = control_key(key);
         loop {
-            match self.open_conn(&control, target).await {
+            match self.open_conn(&control, target, true).await {
                 Ok(conn) => return Ok(conn),
                 Err(source) => match self.connect_failed(key, target, source) {
                     Error::Connect { kind, .. } if !kind.is_permanent() => {
@@ -194,7 +194,7 @@ impl Pool {
         let lane = self.shared.lanes.get(key);
         let mut lane = lane.lock().await;
         if lane.conn.is_none() {
-            if let Ok(conn) = self.open_conn(&control_key(key), target).await {
+            if let Ok(conn) = self.open_conn(&control_key(key), target, true).await {
                 lane.conn = Some(conn);
                 lane.login = Some((target.addr.clone(), target.password.clone()));
             }

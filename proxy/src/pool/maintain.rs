@@ -49,6 +49,23 @@ impl Pool {
                 }
             }
             b.idle_count -= victims.len() as u32;
+            // Deferred resets that waited this long for a slot: the server cleans up on close.
+            let before = victims.len();
+            for list in b.dirty.values_mut() {
+                let mut i = 0;
+                while i < list.len() {
+                    let waited = now.duration_since(list[i].last_used);
+                    if !idle_timeout.is_zero() && waited >= idle_timeout {
+                        victims.push(list.remove(i));
+                        self.shared
+                            .stats
+                            .backend_closed(BackendCloseReason::IdleTimeout);
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            b.dirty_count -= (victims.len() - before) as u32;
             b.open -= victims.len() as u32;
         }
         let n = victims.len();
@@ -56,6 +73,7 @@ impl Pool {
             self.shared.freed.notify_waiters();
         }
         self.close_idle_control(idle_timeout);
+        self.drain_dirty();
         n
     }
 
@@ -91,9 +109,11 @@ impl Pool {
         self.shared.slots.close();
         let idle = {
             let mut b = self.lock();
-            let all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
+            let mut all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
+            all.extend(b.dirty.drain().flat_map(|(_, v)| v));
             b.open -= all.len() as u32;
             b.idle_count = 0;
+            b.dirty_count = 0;
             all
         };
         for _ in &idle {

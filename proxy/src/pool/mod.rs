@@ -15,12 +15,14 @@ mod opener;
 pub mod outage;
 pub mod places;
 pub mod recycle;
+pub mod reset;
 pub mod slots;
 
 pub use control::CheckError;
 pub use error::Error;
 pub use guard::PooledBackend;
 pub use places::{Hold, PinPlace, PinRefusal};
+pub use reset::Resets;
 pub use slots::{Slot, Slots, Window};
 
 use std::collections::HashMap;
@@ -70,6 +72,8 @@ struct Shared {
 
 enum Plan {
     Idle(BackendConn),
+    /// A deferred backend of the group, to reset first (`pool::reset`).
+    Dirty(BackendConn),
     Open(Option<BackendConn>),
     Wait,
 }
@@ -77,9 +81,12 @@ enum Plan {
 #[derive(Default)]
 struct Backends {
     idle: HashMap<PoolKey, Vec<BackendConn>>,
-    /// Every open backend: idle, checked out, pinned, connecting or resetting.
+    /// Backends whose reset waits for a free execution slot (`pool::reset`).
+    dirty: HashMap<PoolKey, Vec<BackendConn>>,
+    /// Every open backend: idle, dirty, checked out, pinned, connecting or resetting.
     open: u32,
     idle_count: u32,
+    dirty_count: u32,
 }
 
 /// A point-in-time view for SHOW POOLS and metrics.
@@ -90,6 +97,8 @@ pub struct PoolSnapshot {
     pub waiting: usize,
     pub open: u32,
     pub idle: u32,
+    /// Backends waiting for a slot to be reset (`pool::reset`).
+    pub to_reset: u32,
     pub max_open: u32,
     /// The server's max_connections when max_open was derived from it (`auto`).
     pub max_open_from_server: Option<u32>,
@@ -223,6 +232,11 @@ impl Pool {
                     }
                     return Ok(PooledBackend::new(conn, self.clone()));
                 }
+                Plan::Dirty(conn) => {
+                    if let Some(ready) = self.reset_for_checkout(conn).await {
+                        return Ok(ready);
+                    }
+                }
                 Plan::Open(evicted) => {
                     if evicted.is_some() {
                         self.shared
@@ -291,13 +305,17 @@ impl Pool {
         let mut b = self.lock();
         if let Some(conn) = take_best(&mut b, key, want) {
             Plan::Idle(conn)
+        } else if let Some(conn) = Self::take_dirty(&mut b, key) {
+            // A reset is cheaper than a new connection, and drains the deferred ones.
+            Plan::Dirty(conn)
         } else if !may_open {
             Plan::Wait
         } else if b.open < self.allowed_open() {
             b.open += 1;
             Plan::Open(None)
-        } else if let Some(victim) = take_any_idle(&mut b) {
-            // Make room: an idle backend of another group gives its place up.
+        } else if let Some(victim) = take_any_idle(&mut b).or_else(|| Self::take_any_dirty(&mut b))
+        {
+            // Make room: an idle (or deferred) backend of another group gives its place up.
             Plan::Open(Some(victim))
         } else {
             Plan::Wait
@@ -347,7 +365,7 @@ impl Pool {
                 b.open += 1;
                 None
             } else {
-                match take_any_idle(&mut b) {
+                match take_any_idle(&mut b).or_else(|| Self::take_any_dirty(&mut b)) {
                     Some(victim) => Some(victim),
                     None => {
                         return Err(Error::QueueTimeout {
@@ -386,7 +404,7 @@ impl Pool {
         key: &PoolKey,
         target: &BackendTarget,
     ) -> Result<BackendConn, Error> {
-        match self.open_conn(key, target).await {
+        match self.open_conn(key, target, false).await {
             Ok(conn) => Ok(conn),
             Err(source) => {
                 self.lock().open -= 1;
@@ -398,13 +416,20 @@ impl Pool {
 
     /// Opens and logs in a backend connection and records it: the count, the server's
     /// greeting, and (once) the server's max_connections.
+    /// A control connection (`control`) is counted apart from the pool's own.
     async fn open_conn(
         &self,
         key: &PoolKey,
         target: &BackendTarget,
+        control: bool,
     ) -> Result<BackendConn, conn::Error> {
         let mut conn = BackendConn::connect(target, key.clone()).await?;
-        Stats::incr(&self.shared.stats.backend_connects);
+        let stats = &self.shared.stats;
+        Stats::incr(if control {
+            &stats.control_connects
+        } else {
+            &stats.backend_connects
+        });
         self.shared.server.learn(&conn.server);
         self.learn_limit(&mut conn).await?;
         Ok(conn)
@@ -431,7 +456,7 @@ impl Pool {
     }
 
     /// The return path of every backend (called from `PooledBackend::drop`).
-    pub(crate) fn checkin(&self, mut conn: BackendConn) {
+    pub(crate) fn checkin(&self, mut conn: BackendConn, policy: reset::ResetPolicy) {
         conn.last_used = Instant::now();
         let facts = {
             let b = self.lock();
@@ -451,20 +476,7 @@ impl Pool {
             }
             Recycle::Reset => {
                 self.shared.stats.recycled(RecycleOutcome::Reset);
-                let pool = self.clone();
-                let spawned = tokio::runtime::Handle::try_current().map(|h| {
-                    h.spawn(async move {
-                        let ok = tokio::time::timeout(Duration::from_secs(10), conn.reset()).await;
-                        match ok {
-                            Ok(Ok(())) => pool.put_idle(conn),
-                            _ => pool.close(conn, BackendCloseReason::ResetFailed),
-                        }
-                    })
-                });
-                if spawned.is_err() {
-                    // No runtime (process exit): nothing can reuse it anyway.
-                    self.forget_one();
-                }
+                self.reset_returned(conn, policy);
             }
             Recycle::Close(reason) => {
                 self.shared.stats.recycled(RecycleOutcome::Close);
@@ -502,6 +514,7 @@ impl Pool {
             waiting: self.shared.slots.waiting(),
             open: b.open,
             idle: b.idle_count,
+            to_reset: b.dirty_count,
             max_open: self.max_open(),
             max_open_from_server: self.cap_from_server(),
             pinned: self.pinned(),

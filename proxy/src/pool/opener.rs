@@ -30,7 +30,7 @@ impl Pool {
                 self.shared.outage.stop_reconnecting();
                 return;
             }
-            match self.open_conn(&key, &target).await {
+            match self.open_conn(&key, &target, false).await {
                 Ok(conn) => {
                     self.adopt(conn);
                     self.shared.outage.back_up();

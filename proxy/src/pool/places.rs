@@ -154,7 +154,7 @@ impl Pool {
             .map(|h| (h, held[h.index()]))
             .filter(|(_, n)| *n > 0)
             .collect();
-        by.sort_by(|a, b| b.1.cmp(&a.1));
+        by.sort_by_key(|h| std::cmp::Reverse(h.1));
         by
     }
 

@@ -3,7 +3,7 @@
 //! (`pool::places`). The one rule for when a session may release its backend lives here
 //! (`release_if_possible`). A login's default-database check uses none of them.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::registry::ClientPhase;
 use super::{fmt_ms, replay, Session};
@@ -12,6 +12,10 @@ use crate::conn::{self, backend::Health};
 use crate::pool::{self, CheckError, Hold};
 use crate::protocol::{codes, ErrPacket};
 use crate::stats::{PinReason, Stats};
+
+/// A statement waits at most this long for the reset of a backend its session gave back (a
+/// reset gives up after 10 s and closes the connection, which ends its state too).
+const RESET_WAIT: Duration = Duration::from_secs(11);
 
 impl Session {
     /// Makes `db` the session's schema once the server has confirmed that the backend
@@ -71,6 +75,9 @@ impl Session {
     /// to the session's movable state.
     pub(super) async fn acquire(&mut self) -> Result<(), ErrPacket> {
         let queued = Instant::now();
+        // A backend this session gave back dirty (COM_RESET_CONNECTION, COM_CHANGE_USER)
+        // is reset before its next statement runs anywhere.
+        self.resets.settled(RESET_WAIT).await;
         let result = self.acquire_inner().await;
         if result.is_ok() {
             self.ctx.latency.queue_wait.record(queued.elapsed());
@@ -130,7 +137,7 @@ impl Session {
                 )
                 .await
                 .map_err(|e| self.pool_error(&e))?;
-            self.backend = Some(b);
+            self.take_backend(b);
         }
         self.sync_backend().await
     }
@@ -195,7 +202,7 @@ impl Session {
                 )
                 .await
                 .map_err(|e| pool_error_packet(&e, &self.ctx.config()))?;
-            self.backend = Some(fresh);
+            self.take_backend(fresh);
             return Box::pin(self.sync_backend()).await;
         }
         let lost = |e: conn::Error| {
@@ -285,6 +292,7 @@ impl Session {
                         if b.health == Health::Clean {
                             b.health = Health::Dirty;
                         }
+                        b.defer_reset();
                     }
                     self.backend = None;
                 }
@@ -292,6 +300,12 @@ impl Session {
             // The state is on the backend already (nothing predicted it): keep it there.
             (None, hold) => self.place = Some(self.ctx.pool.pin_place_anyway(hold)),
         }
+    }
+
+    /// The session's backend from now on; its reset, if it comes back dirty, is tracked.
+    fn take_backend(&mut self, mut b: pool::PooledBackend) {
+        b.report_resets_to(self.resets.clone());
+        self.backend = Some(b);
     }
 
     fn pool_error(&self, e: &pool::Error) -> ErrPacket {

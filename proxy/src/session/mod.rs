@@ -57,6 +57,9 @@ pub struct Session {
     /// dropped after the backend went back.
     place: Option<PinPlace>,
     slot: Option<Slot>,
+    /// Resets of backends this session gave back dirty; its next statement waits for them,
+    /// so that after COM_RESET_CONNECTION the server shows it no old lock or table.
+    resets: Arc<crate::pool::Resets>,
     /// When this session last got an execution slot (its login before the first): admission
     /// control lets those who waited longest fill the top of the queue.
     last_served: Instant,
@@ -170,6 +173,7 @@ impl Session {
             last_served: Instant::now(),
             backend: None,
             place: None,
+            resets: Arc::default(),
             stmts: prepared::ClientStmts::default(),
             scramble: Vec::new(),
             reg,
@@ -487,11 +491,15 @@ impl Session {
 
 impl Drop for Session {
     /// A session that ends holding a backend with state no other client may see hands it
-    /// back dirty, so the pool resets (or, mid-response, closes) it.
+    /// back dirty, so the pool resets (or, mid-response, closes) it. Unless that state may
+    /// hold up others (a transaction, a lock), the reset may wait for a free slot.
     fn drop(&mut self) {
         if let Some(b) = self.backend.as_mut() {
             if b.health == Health::Clean && self.state.needs_backend() {
                 b.health = Health::Dirty;
+            }
+            if !self.state.holds_slot() {
+                b.defer_reset();
             }
         }
     }
