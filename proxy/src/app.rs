@@ -240,18 +240,11 @@ async fn maintenance(ctx: Arc<Context>) {
             .close_idle_older_than(config.server_idle_timeout, config.min_idle);
         ctx.pool.warm_up(config.min_idle);
         since_check += Duration::from_secs(1);
-        if since_check >= config.health_check_interval {
+        // 0 disables the checks (as documented).
+        if !config.health_check_interval.is_zero() && since_check >= config.health_check_interval {
             since_check = Duration::ZERO;
-            for mut conn in ctx.pool.take_idle_for_check() {
-                let pool = ctx.pool.clone();
-                tokio::spawn(async move {
-                    let healthy = matches!(
-                        tokio::time::timeout(Duration::from_secs(2), conn.ping()).await,
-                        Ok(Ok(()))
-                    );
-                    pool.give_back(conn, healthy);
-                });
-            }
+            let pool = ctx.pool.clone();
+            tokio::spawn(async move { pool.check_idle().await });
         }
     }
 }

@@ -161,7 +161,7 @@ settings! {
     server_lifetime, "SLUICE_SERVER_LIFETIME", "--server-lifetime", "1h", "duration", true,
         "A backend connection is closed when released after being open this long. 0 disables.";
     health_check_interval, "SLUICE_HEALTH_CHECK_INTERVAL", "--health-check-interval", "30s", "duration", true,
-        "Idle backend connections are pinged this often. 0 disables.";
+        "Idle backend connections are pinged this often, one at a time and each only while an execution slot is free (a round stops while statements queue; a checkout tests a connection's socket itself). 0 disables.";
     min_idle, "SLUICE_MIN_IDLE", "--min-idle", "0", "connections", true,
         "Idle backend connections kept open (and opened at start, after an outage, and after idle or lifetime closes) for the warm group: at start the first user with mysql_async's capabilities and utf8mb4, then the group of the clients that last needed a new connection.";
     admin_listen, "SLUICE_ADMIN_LISTEN", "--admin-listen", "", "address", false,

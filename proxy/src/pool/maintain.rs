@@ -82,19 +82,42 @@ impl Pool {
         warm.as_ref().map(|w| w.0.clone())
     }
 
-    /// Takes every idle backend out for a health check; `give_back` returns the healthy ones.
-    pub fn take_idle_for_check(&self) -> Vec<BackendConn> {
-        let mut b = self.lock();
-        let all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
-        b.idle_count = 0;
-        self.shared
-            .checking
-            .fetch_add(all.len() as u32, Ordering::Relaxed);
-        all
+    /// Pings the idle backends, one at a time and each under a free execution slot: a health
+    /// check is work on the server too, and a large idle pool (after many pinned sessions
+    /// left) must not ping all at once. Stops early while statements queue; a checkout
+    /// checks a backend's socket itself. One round at a time.
+    pub async fn check_idle(&self) {
+        if self.shared.health_round.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let ids: Vec<u64> = self.lock().idle.values().flatten().map(|c| c.id).collect();
+        for id in ids {
+            let Some(slot) = self.shared.slots.try_acquire() else {
+                break;
+            };
+            // Used (or closed) in the meantime: nothing to check.
+            let Some(mut conn) = self.take_idle_by_id(id) else {
+                continue;
+            };
+            let ping = tokio::time::timeout(Duration::from_secs(2), conn.ping()).await;
+            self.give_back(conn, matches!(ping, Ok(Ok(()))));
+            drop(slot);
+        }
+        self.shared.health_round.store(false, Ordering::Release);
     }
 
-    /// Returns a backend `take_idle_for_check` took out.
-    pub fn give_back(&self, conn: BackendConn, healthy: bool) {
+    fn take_idle_by_id(&self, id: u64) -> Option<BackendConn> {
+        let mut b = self.lock();
+        let list = b.idle.values_mut().find(|l| l.iter().any(|c| c.id == id))?;
+        let at = list.iter().position(|c| c.id == id)?;
+        let conn = list.swap_remove(at);
+        b.idle_count -= 1;
+        self.shared.checking.fetch_add(1, Ordering::Relaxed);
+        Some(conn)
+    }
+
+    /// Returns a backend `take_idle_by_id` took out for a health check.
+    fn give_back(&self, conn: BackendConn, healthy: bool) {
         self.shared.checking.fetch_sub(1, Ordering::Relaxed);
         if healthy {
             self.put_idle(conn);

@@ -66,6 +66,8 @@ struct Shared {
     warming: AtomicU32,
     /// Idle backends out for a health check: still idle as far as warm-up is concerned.
     checking: AtomicU32,
+    /// A health-check round is running (`maintain::check_idle`).
+    health_round: AtomicBool,
     /// The latest greeting of the server, written by every new connection.
     server: Arc<ServerInfoCell>,
 }
@@ -137,6 +139,7 @@ impl Pool {
                 warm: Mutex::new(None),
                 warming: AtomicU32::new(0),
                 checking: AtomicU32::new(0),
+                health_round: AtomicBool::new(false),
                 server,
             }),
         };

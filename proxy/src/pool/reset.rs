@@ -172,3 +172,41 @@ impl Pool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn settled_waits_for_every_counted_reset_and_no_longer() {
+        let resets = Arc::new(Resets::default());
+        let started = std::time::Instant::now();
+        resets.settled(Duration::from_secs(5)).await;
+        assert!(
+            started.elapsed() < Duration::from_millis(50),
+            "nothing pending"
+        );
+        let tracker = Some(resets.clone());
+        Resets::start(&tracker);
+        Resets::start(&tracker);
+        let finisher = tokio::spawn(async move {
+            for _ in 0..2 {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                Resets::finish(&tracker);
+            }
+        });
+        let started = std::time::Instant::now();
+        resets.settled(Duration::from_secs(5)).await;
+        assert!(
+            started.elapsed() >= Duration::from_millis(60),
+            "waited for both"
+        );
+        assert_eq!(resets.pending.load(Ordering::Acquire), 0);
+        finisher.await.unwrap();
+        // A reset that never ends does not hold the session for ever.
+        Resets::start(&Some(resets.clone()));
+        let started = std::time::Instant::now();
+        resets.settled(Duration::from_millis(40)).await;
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+}

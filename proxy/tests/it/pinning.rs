@@ -811,3 +811,93 @@ async fn max_backend_connections_auto_follows_the_servers_max_connections() {
     proxy.shutdown().await;
     drop(server);
 }
+
+/// After pinned sessions leave, their backends are reset and idle; health checks (one at a
+/// time, each under a free slot) close the ones the server has dropped and keep the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_close_dead_idle_backends_and_keep_the_rest() {
+    let app = shared_app("pin_app_health", "pin_db_health").await;
+    let mut cfg = app_config(backend_addr(), &app, 2);
+    cfg.health_check_interval = Duration::from_secs(1);
+    let proxy = start(cfg).await;
+    let ctx = proxy.context().clone();
+    let mut sessions = Vec::new();
+    for i in 0..6 {
+        let mut c = login(&proxy, Some(&app.db)).await;
+        c.query_drop(format!("CREATE TEMPORARY TABLE t{i} (x INT)"))
+            .await
+            .unwrap();
+        sessions.push(c);
+    }
+    for c in sessions {
+        c.disconnect().await.unwrap();
+    }
+    assert!(
+        eventually(STEP, || ctx.pool.snapshot().idle == 6).await,
+        "the six backends came back reset: {:?}",
+        ctx.pool.snapshot()
+    );
+    let mut threads = Vec::new();
+    ctx.pool.for_each_idle(|b| threads.push(b.thread_id));
+    // The application account may kill its own user's connections, as any user may.
+    let mut d = direct_app(server_addr(), &app, None).await;
+    for t in &threads[..2] {
+        d.query_drop(format!("KILL {t}")).await.unwrap();
+    }
+    let closed = || {
+        ctx.stats
+            .backend_closes_by(sluice::stats::BackendCloseReason::HealthCheck)
+    };
+    assert!(
+        eventually(STEP, || closed() == 2).await,
+        "health checks closed {} backends",
+        closed()
+    );
+    assert_eq!(ctx.pool.snapshot().idle, 4, "the live ones stay idle");
+    let mut c = login(&proxy, None).await;
+    assert_eq!(c.query_first::<u8, _>("SELECT 1").await.unwrap(), Some(1));
+    c.disconnect().await.unwrap();
+    d.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+/// COM_RESET_CONNECTION and COM_CHANGE_USER drop the session's locks and temporary tables
+/// before its next statement, as the server does: the reset of its old backend is waited
+/// for, not raced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_session_finds_its_locks_and_tables_gone_at_once() {
+    let app = shared_app("pin_app_reset", "pin_db_reset").await;
+    let proxy = start(app_config(backend_addr(), &app, 2)).await;
+    let mut c = login(&proxy, Some(&app.db)).await;
+    let mut other = login(&proxy, Some(&app.db)).await;
+    for round in 0..20 {
+        let got: Option<u8> = c
+            .query_first("SELECT GET_LOCK('pin_reset_lock', 0)")
+            .await
+            .unwrap();
+        assert_eq!(got, Some(1), "round {round}: the lock is free again");
+        c.query_drop("CREATE TEMPORARY TABLE gone (x INT)")
+            .await
+            .unwrap();
+        if round % 2 == 0 {
+            c.reset().await.unwrap();
+        } else {
+            c.change_user(ChangeUserOpts::default()).await.unwrap();
+        }
+        let free: Option<u8> = c
+            .query_first("SELECT IS_FREE_LOCK('pin_reset_lock')")
+            .await
+            .unwrap();
+        assert_eq!(free, Some(1), "round {round}: the reset released the lock");
+        let seen: Option<u8> = other
+            .query_first("SELECT IS_FREE_LOCK('pin_reset_lock')")
+            .await
+            .unwrap();
+        assert_eq!(seen, Some(1), "round {round}: for everyone");
+        let err = server_error(c.query_drop("SELECT * FROM gone").await.unwrap_err());
+        assert_eq!(err.code, 1146, "round {round}: the temporary table is gone");
+    }
+    c.disconnect().await.unwrap();
+    other.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
