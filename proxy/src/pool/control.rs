@@ -92,14 +92,9 @@ impl Pool {
             {
                 return Ok(());
             }
-            self.check_on_lane(
-                &mut lane,
-                key,
-                target,
-                db,
-                deadline.min(arrived + down_wait),
-            )
-            .await
+            let down_until = deadline.min(arrived + down_wait);
+            self.check_on_lane(&mut lane, key, target, db, (arrived, down_until))
+                .await
         };
         match tokio::time::timeout_at(deadline.into(), check).await {
             Ok(result) => result,
@@ -116,7 +111,7 @@ impl Pool {
         key: &PoolKey,
         target: &BackendTarget,
         db: &[u8],
-        down_until: Instant,
+        (arrived, down_until): (Instant, Instant),
     ) -> Result<(), CheckError> {
         let login = (target.addr.clone(), target.password.clone());
         if lane.login.as_ref() != Some(&login) {
@@ -161,7 +156,7 @@ impl Pool {
         }
         Err(CheckError::Pool(Error::NoAnswer {
             addr: target.addr.clone(),
-            waited: Duration::ZERO,
+            waited: arrived.elapsed(),
         }))
     }
 

@@ -757,8 +757,21 @@ async fn max_backend_connections_auto_follows_the_servers_max_connections() {
     server.stop();
     let mut cfg = admin_app_config(&app, 2);
     cfg.backend = server.addr().to_string();
+    cfg.backend_down_wait = Duration::from_secs(1);
     let proxy = start(cfg).await;
     let mut a = admin(&proxy).await;
+    // While the server is down, a login naming a database hears so after backend_down_wait.
+    let down = server_error(
+        Conn::new(opts(&proxy, "app", "secret", Some(&app.db)))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(down.code, 9003, "{}", down.message);
+    assert!(
+        down.message.contains("cannot reach its backend"),
+        "{}",
+        down.message
+    );
     let p = rows(&mut a, "SHOW POOLS").await.remove(0);
     assert_eq!(
         num(&p, "max_open"),
