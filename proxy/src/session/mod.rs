@@ -206,6 +206,9 @@ impl Session {
         let killed = self.reg.info.kill.clone().cancelled_owned();
         tokio::pin!(shutdown, killed);
         loop {
+            if let Err(reason) = self.flush_response().await {
+                return reason;
+            }
             let stall = self.ctx.config().client_login_timeout;
             self.client.trim();
             let next = tokio::select! {
@@ -235,6 +238,23 @@ impl Session {
                 Ok(Flow::Quit) => return ClientCloseReason::Quit,
                 Err(reason) => return reason,
             }
+        }
+    }
+
+    /// Writes what the last command left queued: the tail of a relayed response waits until
+    /// the statement has given back its backend and slot, so a client that reacts at once
+    /// (the next statement, a new connection) finds them free, not still held.
+    async fn flush_response(&mut self) -> Result<(), ClientCloseReason> {
+        if self.client.queued() == 0 {
+            return Ok(());
+        }
+        let timeout = self.ctx.config().client_write_timeout;
+        tokio::select! {
+            r = self.client.flush(Some(timeout)) => r.map_err(|e| match e {
+                conn::Error::Timeout(_) => ClientCloseReason::WriteTimeout,
+                _ => ClientCloseReason::Eof,
+            }),
+            _ = self.hard_stop.as_mut() => Err(ClientCloseReason::Shutdown),
         }
     }
 
@@ -291,17 +311,18 @@ impl Session {
             .store(backend.thread_id, Ordering::Relaxed);
         self.reg.info.set_phase(ClientPhase::Active);
         let started = Instant::now();
-        let written = self.client.bytes_written();
+        // Counted as queued: the response's tail is flushed after the statement (`run`).
+        let written = self.client.bytes_written() + self.client.queued() as u64;
         let result = tokio::select! {
             r = relay(&mut self.client, backend, packet, kind, &opts) => r,
             _ = self.hard_stop.as_mut() => return Err(ClientCloseReason::Shutdown),
         };
         self.ctx.latency.backend_time.record(started.elapsed());
         self.ctx.pool.slots().record_service(started.elapsed());
-        self.ctx
-            .stats
-            .bytes_to_clients
-            .fetch_add(self.client.bytes_written() - written, Ordering::Relaxed);
+        self.ctx.stats.bytes_to_clients.fetch_add(
+            self.client.bytes_written() + self.client.queued() as u64 - written,
+            Ordering::Relaxed,
+        );
         self.reg.info.backend_thread.store(0, Ordering::Relaxed);
         match result {
             Ok(summary) => Ok(Some(summary)),
