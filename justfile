@@ -21,6 +21,11 @@ bench-quick *ARGS:
     loadgen/scripts/ensure-server.sh {{ARGS}}
     cargo run --release -p loadgen -- bench --quick {{ARGS}}
 
+# Import cycles between a crate's modules (default: loadgen). Pass crate dirs and flags, e.g.
+# `just cycles proxy --depth=1`; see scripts/module-cycles.py for the rule.
+cycles *ARGS="loadgen":
+    python3 scripts/module-cycles.py {{ARGS}}
+
 # Lint and format check.
 lint:
     cargo fmt --all -- --check
