@@ -239,7 +239,7 @@ impl Run<'_> {
     ) -> Result<f64> {
         let clients = self.s.client_threads;
         let max = self.s.pool_sizes.iter().copied().max().unwrap_or(64).max(1) as u32;
-        let proxy = crate::proxy_mode::InProcessProxy::start_with(
+        let proxy = crate::targets::in_process::InProcessProxy::start_with(
             backend_addr,
             &self.s.loadgen_cpus,
             |c| match cfg {
@@ -260,7 +260,7 @@ impl Run<'_> {
         let completed = Arc::new(AtomicU64::new(0));
         ctx.completed = Some(completed.clone());
         let experiment = if round.is_some() { "E2" } else { "E" };
-        let mut spec = self.spec(experiment, "proxy", crate::level::Mode::Direct, clients);
+        let mut spec = self.spec(experiment, "proxy", crate::measure::level::Mode::Direct, clients);
         match (cfg, round) {
             (PoolCfg::Fixed(p), round) => {
                 spec.proxy_pool = Some(p);
@@ -297,8 +297,8 @@ impl Run<'_> {
         let _ticker = self
             .progress
             .level(label.clone(), spec.warmup + spec.window);
-        let mut cache = crate::level::ConnCache::default();
-        let level = crate::level::run_level(&ctx, &spec, &mut self.monitor, &mut cache).await;
+        let mut cache = crate::measure::level::ConnCache::default();
+        let level = crate::measure::level::run_level(&ctx, &spec, &mut self.monitor, &mut cache).await;
         stop.store(true, Ordering::Relaxed);
         cache.close().await;
         proxy.stop().await;
@@ -501,7 +501,7 @@ impl Run<'_> {
         self.report.meta("f_open_qps", format!("{rate:.1}"));
 
         let direct = self.ctx(&self.server_url, Some(self.workload))?;
-        let mut spec = self.spec("F", "direct", crate::level::Mode::Direct, clients);
+        let mut spec = self.spec("F", "direct", crate::measure::level::Mode::Direct, clients);
         spec.open_stream = Some((open_n, rate));
         let label = format!("F: {clients}+{open_n} open, direct");
         self.measure_fresh(&direct, spec, label).await?;
@@ -524,7 +524,7 @@ impl Run<'_> {
         queue_wait: Option<Duration>,
     ) -> Result<f64> {
         let clients = self.s.client_threads;
-        let proxy = crate::proxy_mode::InProcessProxy::start_with(
+        let proxy = crate::targets::in_process::InProcessProxy::start_with(
             backend_addr,
             &self.s.loadgen_cpus,
             |c| {
@@ -536,7 +536,7 @@ impl Run<'_> {
             },
         )
         .await?;
-        let mut spec = self.spec("F", "proxy", crate::level::Mode::Direct, clients);
+        let mut spec = self.spec("F", "proxy", crate::measure::level::Mode::Direct, clients);
         spec.open_stream = open_stream;
         spec.proxy_pool = Some(pool);
         spec.pool_mode = Some("fixed");
@@ -570,7 +570,7 @@ impl Run<'_> {
 
     #[cfg(feature = "proxy")]
     fn admission_findings(&mut self, peak: f64, pool: usize, target_ms: f64) {
-        let rows: Vec<crate::level::LevelResult> =
+        let rows: Vec<crate::measure::level::LevelResult> =
             self.report.rows_of("F").into_iter().cloned().collect();
         // One service time: what a statement holds its slot for at the best fixed P.
         let service_ms = pool as f64 / peak * 1e3;

@@ -9,7 +9,7 @@ use mysql_async::Conn;
 use rand::SeedableRng;
 
 use crate::cli::{ArrivalKind, Command, Rate};
-use crate::level::{run_level, Arrival, ConnCache, LevelCtx, LevelSpec, Mode};
+use crate::measure::level::{run_level, Arrival, ConnCache, LevelCtx, LevelSpec, Mode};
 use crate::progress::Progress;
 use crate::report::summary::{best_pool, collapse_of};
 use crate::report::Report;
@@ -170,7 +170,7 @@ impl Run<'_> {
             let backend_addr = dbkit::TestServer::from_url(&self.server_url)
                 .map(|t| format!("{}:{}", t.host, t.port))
                 .map_err(anyhow::Error::msg)?;
-            let proxy = crate::proxy_mode::InProcessProxy::start(
+            let proxy = crate::targets::in_process::InProcessProxy::start(
                 &backend_addr,
                 IDLE_ACTIVE_CLIENTS,
                 &self.s.loadgen_cpus,
@@ -211,7 +211,7 @@ impl Run<'_> {
         let ctx = self.ctx(url, Some(workload))?;
         self.cache.close().await;
         for &n in IDLE_LEVELS {
-            let idle = crate::level::open_conns(&ctx.load, n)
+            let idle = crate::measure::level::open_conns(&ctx.load, n)
                 .await
                 .with_context(|| format!("opening {n} idle connections to {target}"))?;
             let mut spec = self.spec("D", target, Mode::Direct, IDLE_ACTIVE_CLIENTS);
@@ -223,7 +223,7 @@ impl Run<'_> {
                 workload.mix.label()
             );
             let r = self.measure_fresh(&ctx, spec, label).await;
-            crate::level::close_conns(idle).await;
+            crate::measure::level::close_conns(idle).await;
             r?;
         }
         Ok(())
@@ -304,7 +304,7 @@ impl Run<'_> {
     #[cfg(feature = "proxy")]
     pub(crate) async fn measure_via(
         &mut self,
-        proxy: crate::proxy_mode::InProcessProxy,
+        proxy: crate::targets::in_process::InProcessProxy,
         workload: Option<Workload>,
         spec: LevelSpec,
         label: String,
@@ -447,7 +447,7 @@ impl Run<'_> {
         self.cache.close().await;
         for &p in &self.s.pool_sizes.clone() {
             let proxy =
-                crate::proxy_mode::InProcessProxy::start(&backend_addr, p, &self.s.loadgen_cpus)
+                crate::targets::in_process::InProcessProxy::start(&backend_addr, p, &self.s.loadgen_cpus)
                     .await?;
             let mut spec = self.spec("proxy", "proxy", Mode::Direct, clients);
             spec.proxy_pool = Some(p);
@@ -491,7 +491,7 @@ impl Run<'_> {
             let direct_p50 = self.report.rows.last().map(|r| r.p50_ms).unwrap_or(0.0);
 
             let floor =
-                crate::relay_floor::RelayFloor::start(&backend_addr, &self.s.loadgen_cpus).await?;
+                crate::targets::relay_floor::RelayFloor::start(&backend_addr, &self.s.loadgen_cpus).await?;
             let url = self
                 .server_url
                 .replacen(&backend_addr, &floor.addr().to_string(), 1);
@@ -588,7 +588,7 @@ impl Run<'_> {
         label: &str,
     ) -> Result<(f64, Option<f64>)> {
         let proxy =
-            crate::proxy_mode::InProcessProxy::start(backend, clients, &self.s.loadgen_cpus)
+            crate::targets::in_process::InProcessProxy::start(backend, clients, &self.s.loadgen_cpus)
                 .await?;
         let mut spec = self.spec("overhead", target, Mode::Direct, clients);
         spec.proxy_pool = Some(clients);

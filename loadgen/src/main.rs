@@ -2,32 +2,27 @@
 //!
 //! # Layout
 //! - [`cli`] flags (with env fallbacks) and [`settings`] validation, before anything starts.
-//! - [`backend`]: local (dbkit), docker (bollard) and external servers.
+//! - [`targets`]: the servers (local via dbkit, docker via bollard, external), the in-process
+//!   sluice and the bare TCP relay.
 //! - [`workload`]: the table, seeding, the query, calibration.
-//! - [`level`]: one measured level (closed or open loop, direct or pooled).
-//! - [`stats`]: percentiles, fairness, in-flight ages, Little's law.
+//! - [`measure`]: one measured level (closed or open loop, direct or pooled), the statistics,
+//!   loadgen's own CPU and memory.
 //! - [`experiments`]: A, B, C, D, open loop, proxy, overhead; [`adaptive`]: E and F.
 //! - [`report`]: CSVs, summary, metadata, SVG plots.
 //! - [`soak`]: the long run through a `sluice` child process (`just soak`).
-//! - [`resources`], [`progress`], [`proxy_mode`].
+//! - [`progress`].
 
 mod adaptive;
-mod backend;
 mod cli;
 mod experiments;
-mod level;
+mod measure;
 mod progress;
-#[cfg(feature = "proxy")]
-mod proxy_mode;
-#[cfg(feature = "proxy")]
-mod relay_floor;
 mod report;
-mod resources;
 #[cfg(feature = "proxy")]
 mod sessions;
 mod settings;
 mod soak;
-mod stats;
+mod targets;
 mod workload;
 
 use std::process::ExitCode;
@@ -36,7 +31,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use crate::backend::Backend;
+use crate::targets::servers::Backend;
 use crate::experiments::Run;
 use crate::progress::Progress;
 use crate::report::Report;
@@ -161,7 +156,7 @@ async fn run(s: Settings) -> Result<Outcome> {
     report.meta("completed", matches!(outcome, Ok(Outcome::Done)));
     report.meta("host_loadavg_at_end", loadavg());
     experiments::headline_meta(&mut report);
-    let (_, peak_rss) = resources::rss_mib();
+    let (_, peak_rss) = measure::resources::rss_mib();
     report.meta("loadgen_peak_rss_mib", format!("{peak_rss:.1}"));
     let written = report.finish();
     let teardown = backend.teardown().await;
@@ -196,7 +191,7 @@ async fn experiments_body(
             scan_w: s.scan_w,
             mix: workload::Mix::Knee,
         },
-        cache: level::ConnCache::default(),
+        cache: measure::level::ConnCache::default(),
         server_pid: backend.local_pid(),
     };
     let result = run.execute().await;

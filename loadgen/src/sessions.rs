@@ -8,7 +8,7 @@
 use anyhow::Result;
 
 use crate::experiments::Run;
-use crate::level::{LevelCtx, Mode};
+use crate::measure::level::{LevelCtx, Mode};
 
 /// The pool size of the transparency acceptance (512 clients over P = 4).
 pub const SESSIONS_P: usize = 4;
@@ -75,7 +75,7 @@ impl Run<'_> {
         for v in &THROUGH_SLUICE {
             // A fresh sluice per row, so its counters describe this row alone.
             let proxy =
-                crate::proxy_mode::InProcessProxy::start(&backend_addr, p, &self.s.loadgen_cpus)
+                crate::targets::in_process::InProcessProxy::start(&backend_addr, p, &self.s.loadgen_cpus)
                     .await?;
             let ctx = self.variant_ctx(&proxy.url(), v)?;
             let mut spec = self.spec("S", v.target, Mode::Direct, clients);

@@ -289,14 +289,14 @@ pub async fn calibrate(
     for _ in 0..20 {
         conn.query_drop(workload.query(rng)).await?;
     }
-    let mut h = crate::stats::new_histogram();
+    let mut h = crate::measure::stats::new_histogram();
     for _ in 0..queries {
         let q = workload.query(rng);
         let t = Instant::now();
         conn.query_drop(q).await?;
         h.saturating_record(t.elapsed().as_micros() as u64);
     }
-    let l = crate::stats::latency(&h);
+    let l = crate::measure::stats::latency(&h);
     Ok(Calibration {
         queries,
         p50_ms: l.p50_ms,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::level::LevelResult;
+use crate::measure::level::LevelResult;
 use crate::workload::Calibration;
 
 /// The CSV files, by experiment id.

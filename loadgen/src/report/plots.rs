@@ -6,7 +6,7 @@ use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
 use super::{Report, TimelineRow};
-use crate::level::LevelResult;
+use crate::measure::level::LevelResult;
 
 const SIZE: (u32, u32) = (900, 540);
 const COLORS: [RGBColor; 5] = [

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::Report;
-use crate::level::LevelResult;
+use crate::measure::level::LevelResult;
 
 fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 {

@@ -20,8 +20,8 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::time::sleep_until;
 
-use crate::resources::{rss_mib, CpuSample};
-use crate::stats;
+use crate::measure::resources::{rss_mib, CpuSample};
+use crate::measure::stats;
 use crate::workload::{connect, Stmt, Workload};
 
 /// How clients reach the server.

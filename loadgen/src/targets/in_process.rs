@@ -1,7 +1,7 @@
 //! An in-process sluice for the proxy and overhead experiments.
 //!
 //! It runs on its own tokio runtime whose threads are named `sluice-*`, so its CPU time
-//! is measured apart from loadgen's (see [`crate::resources`]). Its threads inherit
+//! is measured apart from loadgen's (see [`crate::measure::resources`]). Its threads inherit
 //! loadgen's CPU pinning: the proxy sits next to the clients, as a sidecar would, and the
 //! server keeps its cores to itself.
 
