@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::experiments::Run;
+use crate::measure::level::{Mode, Target};
 use crate::report::TimelineRow;
 
 /// Timeline sampling period (the limiter's own tick).
@@ -260,7 +261,7 @@ impl Run<'_> {
         let completed = Arc::new(AtomicU64::new(0));
         ctx.completed = Some(completed.clone());
         let experiment = if round.is_some() { "E2" } else { "E" };
-        let mut spec = self.spec(experiment, "proxy", crate::measure::level::Mode::Direct, clients);
+        let mut spec = self.spec(experiment, Target::Proxy, Mode::Direct, clients);
         match (cfg, round) {
             (PoolCfg::Fixed(p), round) => {
                 spec.proxy_pool = Some(p);
@@ -297,8 +298,9 @@ impl Run<'_> {
         let _ticker = self
             .progress
             .level(label.clone(), spec.warmup + spec.window);
-        let mut cache = crate::measure::level::ConnCache::default();
-        let level = crate::measure::level::run_level(&ctx, &spec, &mut self.monitor, &mut cache).await;
+        let mut cache = crate::measure::conns::ConnCache::default();
+        let level =
+            crate::measure::level::run_level(&ctx, &spec, &mut self.monitor, &mut cache).await;
         stop.store(true, Ordering::Relaxed);
         cache.close().await;
         proxy.stop().await;
@@ -501,7 +503,7 @@ impl Run<'_> {
         self.report.meta("f_open_qps", format!("{rate:.1}"));
 
         let direct = self.ctx(&self.server_url, Some(self.workload))?;
-        let mut spec = self.spec("F", "direct", crate::measure::level::Mode::Direct, clients);
+        let mut spec = self.spec("F", Target::Direct, Mode::Direct, clients);
         spec.open_stream = Some((open_n, rate));
         let label = format!("F: {clients}+{open_n} open, direct");
         self.measure_fresh(&direct, spec, label).await?;
@@ -536,7 +538,7 @@ impl Run<'_> {
             },
         )
         .await?;
-        let mut spec = self.spec("F", "proxy", crate::measure::level::Mode::Direct, clients);
+        let mut spec = self.spec("F", Target::Proxy, Mode::Direct, clients);
         spec.open_stream = open_stream;
         spec.proxy_pool = Some(pool);
         spec.pool_mode = Some("fixed");

@@ -9,7 +9,9 @@ use mysql_async::Conn;
 use rand::SeedableRng;
 
 use crate::cli::{ArrivalKind, Command, Rate};
-use crate::measure::level::{run_level, Arrival, ConnCache, LevelCtx, LevelSpec, Mode};
+use crate::measure::client::LevelCtx;
+use crate::measure::conns::ConnCache;
+use crate::measure::level::{run_level, Arrival, LevelSpec, Mode, Target};
 use crate::progress::Progress;
 use crate::report::summary::{best_pool, collapse_of};
 use crate::report::Report;
@@ -164,7 +166,7 @@ impl Run<'_> {
     /// clients hold no server connection at all).
     async fn idle(&mut self) -> Result<()> {
         let server = self.server_url.clone();
-        self.idle_at("direct", &server, None).await?;
+        self.idle_at(Target::Direct, &server, None).await?;
         #[cfg(feature = "proxy")]
         {
             let backend_addr = dbkit::TestServer::from_url(&self.server_url)
@@ -177,7 +179,7 @@ impl Run<'_> {
             )
             .await?;
             let r = self
-                .idle_at("proxy", &proxy.url(), Some(IDLE_ACTIVE_CLIENTS))
+                .idle_at(Target::Proxy, &proxy.url(), Some(IDLE_ACTIVE_CLIENTS))
                 .await;
             proxy.stop().await;
             r?;
@@ -185,12 +187,7 @@ impl Run<'_> {
         Ok(())
     }
 
-    async fn idle_at(
-        &mut self,
-        target: &'static str,
-        url: &str,
-        pool: Option<usize>,
-    ) -> Result<()> {
+    async fn idle_at(&mut self, target: Target, url: &str, pool: Option<usize>) -> Result<()> {
         for mix in IDLE_MIXES {
             let workload = Workload {
                 mix,
@@ -203,7 +200,7 @@ impl Run<'_> {
 
     async fn idle_levels(
         &mut self,
-        target: &'static str,
+        target: Target,
         url: &str,
         pool: Option<usize>,
         workload: Workload,
@@ -211,19 +208,20 @@ impl Run<'_> {
         let ctx = self.ctx(url, Some(workload))?;
         self.cache.close().await;
         for &n in IDLE_LEVELS {
-            let idle = crate::measure::level::open_conns(&ctx.load, n)
+            let idle = crate::measure::conns::open_conns(&ctx.load, n)
                 .await
-                .with_context(|| format!("opening {n} idle connections to {target}"))?;
+                .with_context(|| format!("opening {n} idle connections to {}", target.name()))?;
             let mut spec = self.spec("D", target, Mode::Direct, IDLE_ACTIVE_CLIENTS);
             spec.idle_conns = Some(n);
             spec.proxy_pool = pool;
             spec.pool_mode = pool.map(|_| "fixed");
             let label = format!(
-                "D: {IDLE_ACTIVE_CLIENTS} active {}, {n} idle, {target}",
-                workload.mix.label()
+                "D: {IDLE_ACTIVE_CLIENTS} active {}, {n} idle, {}",
+                workload.mix.label(),
+                target.name()
             );
             let r = self.measure_fresh(&ctx, spec, label).await;
-            crate::measure::level::close_conns(idle).await;
+            crate::measure::conns::close_conns(idle).await;
             r?;
         }
         Ok(())
@@ -340,7 +338,7 @@ impl Run<'_> {
     pub(crate) fn spec(
         &self,
         experiment: &'static str,
-        target: &'static str,
+        target: Target,
         mode: Mode,
         clients: usize,
     ) -> LevelSpec {
@@ -366,7 +364,7 @@ impl Run<'_> {
         let ctx = self.ctx(&self.server_url, Some(self.workload))?;
         let (arrival, fraction) = self.arrival();
         for &c in levels {
-            let mut spec = self.spec("A", "direct", Mode::Direct, c);
+            let mut spec = self.spec("A", Target::Direct, Mode::Direct, c);
             spec.arrival = arrival;
             spec.rate_fraction = fraction;
             self.measure(&ctx, spec, format!("A: C={c} direct")).await?;
@@ -380,7 +378,7 @@ impl Run<'_> {
         let (arrival, fraction) = self.arrival();
         let clients = self.s.client_threads;
         for &p in &self.s.pool_sizes.clone() {
-            let mut spec = self.spec("C", "pool", Mode::Pool(p), clients);
+            let mut spec = self.spec("C", Target::Pool, Mode::Pool(p), clients);
             spec.arrival = arrival;
             spec.rate_fraction = fraction;
             self.measure(&ctx, spec, format!("C: {clients} clients, P={p}"))
@@ -419,12 +417,15 @@ impl Run<'_> {
         let ctx = self.ctx(&self.server_url, Some(self.workload))?;
         let clients = self.s.client_threads;
         // All direct rows, then all pool rows: the connection cache then grows and shrinks once.
-        for (target, mode) in [("direct", Mode::Direct), ("pool", Mode::Pool(pool_size))] {
+        for (target, mode) in [
+            (Target::Direct, Mode::Direct),
+            (Target::Pool, Mode::Pool(pool_size)),
+        ] {
             for &f in &self.s.open_fractions.clone() {
                 let mut spec = self.spec("O", target, mode, clients);
                 spec.arrival = Arrival::Open { rate_qps: f * peak };
                 spec.rate_fraction = Some(f);
-                self.measure(&ctx, spec, format!("open: {f:.2}x peak, {target}"))
+                self.measure(&ctx, spec, format!("open: {f:.2}x peak, {}", target.name()))
                     .await?;
             }
         }
@@ -436,7 +437,7 @@ impl Run<'_> {
         let clients = self.s.client_threads;
         if let Some(url) = self.s.proxy_url.clone() {
             let ctx = self.ctx(&url, Some(self.workload))?;
-            let spec = self.spec("proxy", "proxy", Mode::Direct, clients);
+            let spec = self.spec("proxy", Target::Proxy, Mode::Direct, clients);
             let label = format!("proxy: {clients} clients, external");
             return self.measure_fresh(&ctx, spec, label).await;
         }
@@ -446,10 +447,13 @@ impl Run<'_> {
         // Direct connections would sit idle on the server during the proxy rows.
         self.cache.close().await;
         for &p in &self.s.pool_sizes.clone() {
-            let proxy =
-                crate::targets::in_process::InProcessProxy::start(&backend_addr, p, &self.s.loadgen_cpus)
-                    .await?;
-            let mut spec = self.spec("proxy", "proxy", Mode::Direct, clients);
+            let proxy = crate::targets::in_process::InProcessProxy::start(
+                &backend_addr,
+                p,
+                &self.s.loadgen_cpus,
+            )
+            .await?;
+            let mut spec = self.spec("proxy", Target::Proxy, Mode::Direct, clients);
             spec.proxy_pool = Some(p);
             spec.pool_mode = Some("fixed");
             let label = format!("sluice: {clients} clients, P={p}");
@@ -480,7 +484,7 @@ impl Run<'_> {
         let mut p50 = [None; 4];
         let mut cpu64 = [None, None, None];
         for clients in [1usize, 64] {
-            let spec = self.spec("overhead", "direct", Mode::Direct, clients);
+            let spec = self.spec("overhead", Target::Direct, Mode::Direct, clients);
             self.measure(
                 &direct,
                 spec,
@@ -491,12 +495,13 @@ impl Run<'_> {
             let direct_p50 = self.report.rows.last().map(|r| r.p50_ms).unwrap_or(0.0);
 
             let floor =
-                crate::targets::relay_floor::RelayFloor::start(&backend_addr, &self.s.loadgen_cpus).await?;
+                crate::targets::relay_floor::RelayFloor::start(&backend_addr, &self.s.loadgen_cpus)
+                    .await?;
             let url = self
                 .server_url
                 .replacen(&backend_addr, &floor.addr().to_string(), 1);
             let via_floor = self.ctx(&url, None)?;
-            let spec = self.spec("overhead", "relay", Mode::Direct, clients);
+            let spec = self.spec("overhead", Target::Relay, Mode::Direct, clients);
             let mut cache = ConnCache::default();
             let r = self
                 .measure_with(
@@ -518,8 +523,8 @@ impl Run<'_> {
             for (i, backend) in backends.iter().enumerate() {
                 let Some(backend) = backend else { continue };
                 let (target, label) = match i {
-                    0 => ("proxy", "sluice"),
-                    _ => ("proxy-unix", "sluice, backend on the Unix socket"),
+                    0 => (Target::Proxy, "sluice"),
+                    _ => (Target::ProxyUnix, "sluice, backend on the Unix socket"),
                 };
                 sluice[i] = Some(
                     self.overhead_sluice(backend, clients, target, label)
@@ -584,12 +589,15 @@ impl Run<'_> {
         &mut self,
         backend: &str,
         clients: usize,
-        target: &'static str,
+        target: Target,
         label: &str,
     ) -> Result<(f64, Option<f64>)> {
-        let proxy =
-            crate::targets::in_process::InProcessProxy::start(backend, clients, &self.s.loadgen_cpus)
-                .await?;
+        let proxy = crate::targets::in_process::InProcessProxy::start(
+            backend,
+            clients,
+            &self.s.loadgen_cpus,
+        )
+        .await?;
         let mut spec = self.spec("overhead", target, Mode::Direct, clients);
         spec.proxy_pool = Some(clients);
         spec.pool_mode = Some("fixed");

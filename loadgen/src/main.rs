@@ -31,11 +31,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use crate::targets::servers::Backend;
 use crate::experiments::Run;
 use crate::progress::Progress;
 use crate::report::Report;
 use crate::settings::Settings;
+use crate::targets::servers::Backend;
 
 /// How a run ended.
 enum Outcome {
@@ -191,7 +191,7 @@ async fn experiments_body(
             scan_w: s.scan_w,
             mix: workload::Mix::Knee,
         },
-        cache: measure::level::ConnCache::default(),
+        cache: measure::conns::ConnCache::default(),
         server_pid: backend.local_pid(),
     };
     let result = run.execute().await;

@@ -8,26 +8,35 @@
 use anyhow::Result;
 
 use crate::experiments::Run;
-use crate::measure::level::{LevelCtx, Mode};
+use crate::measure::client::LevelCtx;
+use crate::measure::level::{Mode, Target};
 
 /// The pool size of the transparency acceptance (512 clients over P = 4).
 pub const SESSIONS_P: usize = 4;
 
 /// One row of the experiment: where, which protocol, whether clients set session state.
 struct Variant {
-    target: &'static str,
+    target: Target,
     prepared: bool,
     session_setup: bool,
 }
 
 const DIRECT: [Variant; 2] = [
     Variant {
-        target: "direct-text",
+        target: Target::Session {
+            sluice: false,
+            prepared: false,
+            session_setup: false,
+        },
         prepared: false,
         session_setup: false,
     },
     Variant {
-        target: "direct-prepared",
+        target: Target::Session {
+            sluice: false,
+            prepared: true,
+            session_setup: false,
+        },
         prepared: true,
         session_setup: false,
     },
@@ -35,22 +44,38 @@ const DIRECT: [Variant; 2] = [
 
 const THROUGH_SLUICE: [Variant; 4] = [
     Variant {
-        target: "sluice-text",
+        target: Target::Session {
+            sluice: true,
+            prepared: false,
+            session_setup: false,
+        },
         prepared: false,
         session_setup: false,
     },
     Variant {
-        target: "sluice-prepared",
+        target: Target::Session {
+            sluice: true,
+            prepared: true,
+            session_setup: false,
+        },
         prepared: true,
         session_setup: false,
     },
     Variant {
-        target: "sluice-text+set",
+        target: Target::Session {
+            sluice: true,
+            prepared: false,
+            session_setup: true,
+        },
         prepared: false,
         session_setup: true,
     },
     Variant {
-        target: "sluice-prepared+set",
+        target: Target::Session {
+            sluice: true,
+            prepared: true,
+            session_setup: true,
+        },
         prepared: true,
         session_setup: true,
     },
@@ -65,7 +90,7 @@ impl Run<'_> {
         for v in &DIRECT {
             let ctx = self.variant_ctx(&self.server_url.clone(), v)?;
             let spec = self.spec("S", v.target, Mode::Direct, p);
-            let label = format!("{}: {p} connections", v.target);
+            let label = format!("{}: {p} connections", v.target.name());
             self.measure_fresh(&ctx, spec, label).await?;
         }
         let backend_addr = dbkit::TestServer::from_url(&self.server_url)
@@ -74,14 +99,17 @@ impl Run<'_> {
         let clients = self.s.client_threads;
         for v in &THROUGH_SLUICE {
             // A fresh sluice per row, so its counters describe this row alone.
-            let proxy =
-                crate::targets::in_process::InProcessProxy::start(&backend_addr, p, &self.s.loadgen_cpus)
-                    .await?;
+            let proxy = crate::targets::in_process::InProcessProxy::start(
+                &backend_addr,
+                p,
+                &self.s.loadgen_cpus,
+            )
+            .await?;
             let ctx = self.variant_ctx(&proxy.url(), v)?;
             let mut spec = self.spec("S", v.target, Mode::Direct, clients);
             spec.proxy_pool = Some(p);
             spec.pool_mode = Some("fixed");
-            let label = format!("{}: {clients} clients, P={p}", v.target);
+            let label = format!("{}: {clients} clients, P={p}", v.target.name());
             let r = self.measure_fresh(&ctx, spec, label).await;
             if let Some(c) = proxy.context() {
                 let stats = &c.stats;
@@ -92,7 +120,7 @@ impl Run<'_> {
                     .iter()
                     .map(|r| stats.pins_by(*r))
                     .sum();
-                let key = |what: &str| format!("sessions_{}_{what}", v.target);
+                let key = |what: &str| format!("sessions_{}_{what}", v.target.name());
                 self.report.meta(&key("statements"), statements);
                 self.report.meta(&key("replays"), replays);
                 self.report.meta(

@@ -102,7 +102,7 @@ impl Run<'_> {
             "soak: opening {IDLE_CLIENTS} idle clients through sluice (pid {})",
             sluice.pid
         ));
-        let idle = crate::measure::level::open_conns(&opts, IDLE_CLIENTS)
+        let idle = crate::measure::conns::open_conns(&opts, IDLE_CLIENTS)
             .await
             .context("opening the idle clients")?;
         self.progress.log(format!(
@@ -152,7 +152,7 @@ impl Run<'_> {
                 idle_errors += 1;
             }
         }
-        crate::measure::level::close_conns(idle).await;
+        crate::measure::conns::close_conns(idle).await;
         let verdict = Verdict::of(&samples, errors + idle_errors);
         crate::report::plots::soak(&self.report.dir.join("soak.svg"), &samples)?;
         for line in verdict.lines(idle_errors) {
@@ -274,7 +274,7 @@ fn new_hist() -> Histogram<u64> {
 
 impl ActiveLoad {
     async fn start(opts: &Opts, workload: Workload, seed: u64) -> Result<ActiveLoad> {
-        let conns = crate::measure::level::open_conns(opts, ACTIVE_CLIENTS)
+        let conns = crate::measure::conns::open_conns(opts, ACTIVE_CLIENTS)
             .await
             .context("opening the active clients")?;
         let stop = Arc::new(AtomicBool::new(false));

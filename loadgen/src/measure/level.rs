@@ -1,28 +1,24 @@
-//! One measured level: open the connections, start the clients, measure a window, drain.
+//! One measured level: spawn the clients on their connections, measure the window, merge
+//! what every client saw into one CSV row ([`LevelResult`]).
 //!
-//! Every client is a tokio task with its own `Histogram` and counters (no shared state on
-//! the hot path); results are merged once at the end. A query counts when it *finishes*
-//! inside the window. Requests still unfinished when the window closes are reported with
-//! their age at that instant instead of being silently dropped.
+//! The clients themselves are in [`super::client`]; this module owns the level's clock, the
+//! samples taken while it runs (CPU, memory, the server's threads) and the merge.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use futures_util::stream::{self, StreamExt, TryStreamExt};
 use hdrhistogram::Histogram;
-use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use mysql_async::Conn;
 use serde::Serialize;
-use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 use tokio::time::sleep_until;
 
-use crate::measure::resources::{rss_mib, CpuSample};
-use crate::measure::stats;
-use crate::workload::{connect, Stmt, Workload};
+use super::client::{self, client_task, Arrivals, ClientOutcome, Clock, LevelCtx, Pace};
+use super::conns::ConnCache;
+use super::monitor::{kill_running_queries, server_threads};
+use super::resources::{rss_mib, CpuSample};
+use super::stats;
 
 /// How clients reach the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,13 +41,75 @@ pub enum Arrival {
     },
 }
 
+/// Where a level's clients connect, as the `target` column names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The server, each client on a connection of its own.
+    Direct,
+    /// The server, through loadgen's in-process fair pool (experiment C, the open loop).
+    Pool,
+    /// sluice (in-process or at `--proxy-url`), its backend over TCP.
+    Proxy,
+    /// An in-process sluice whose backend is the server's Unix socket (overhead).
+    ProxyUnix,
+    /// The bare TCP relay, the floor of any proxy's cost (overhead).
+    Relay,
+    /// Experiment S: directly or through sluice, as SQL text or as prepared statements,
+    /// with or without per-client session state.
+    Session {
+        /// Through sluice rather than directly.
+        sluice: bool,
+        /// Prepared statements (binary protocol) rather than SQL text.
+        prepared: bool,
+        /// Each client first sets session state of its own.
+        session_setup: bool,
+    },
+}
+
+impl Target {
+    /// The `target` column.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Direct => "direct",
+            Target::Pool => "pool",
+            Target::Proxy => "proxy",
+            Target::ProxyUnix => "proxy-unix",
+            Target::Relay => "relay",
+            Target::Session {
+                sluice,
+                prepared,
+                session_setup,
+            } => match (sluice, prepared, session_setup) {
+                (false, false, false) => "direct-text",
+                (false, true, false) => "direct-prepared",
+                (false, false, true) => "direct-text+set",
+                (false, true, true) => "direct-prepared+set",
+                (true, false, false) => "sluice-text",
+                (true, true, false) => "sluice-prepared",
+                (true, false, true) => "sluice-text+set",
+                (true, true, true) => "sluice-prepared+set",
+            },
+        }
+    }
+
+    /// Whether the load passes a relay that runs in this process (sluice or the bare relay),
+    /// whose CPU per query the row reports.
+    pub fn relayed(self) -> bool {
+        match self {
+            Target::Direct | Target::Pool => false,
+            Target::Proxy | Target::ProxyUnix | Target::Relay => true,
+            Target::Session { sluice, .. } => sluice,
+        }
+    }
+}
+
 /// What to run at one level.
 #[derive(Debug, Clone)]
 pub struct LevelSpec {
     /// CSV experiment id: `A`, `C`, `O`, `proxy`, `overhead`.
     pub experiment: &'static str,
-    /// `direct`, `pool` or `proxy`.
-    pub target: &'static str,
+    /// Where the clients connect (the `target` column).
+    pub target: Target,
     /// Direct or pooled.
     pub mode: Mode,
     /// Client tasks (offered concurrency in a closed loop).
@@ -76,33 +134,6 @@ pub struct LevelSpec {
     /// sluice's `max_queue_wait` in force, ms (experiment F).
     pub max_queue_wait_ms: Option<f64>,
 }
-
-/// Where and what to query.
-#[derive(Debug, Clone)]
-pub struct LevelCtx {
-    /// Options for load connections (server or proxy).
-    pub load: Opts,
-    /// The query generator; `None` sends `SELECT 1`.
-    pub workload: Option<Workload>,
-    /// RNG seed.
-    pub seed: u64,
-    /// Bumped on every answered query, for timelines sampled while the level runs.
-    pub completed: Option<Arc<AtomicU64>>,
-    /// Send the workload as prepared statements (binary protocol) instead of SQL text.
-    pub prepared: bool,
-    /// Each client first sets session state of its own (`SET NAMES utf8mb4` and one of four
-    /// time zones), as real applications do, so a pooler must carry it between backends.
-    pub session_setup: bool,
-}
-
-/// A closed-loop client whose statement was shed (sluice's ERR 9002) backs off before its
-/// next one, as a client honouring a "retry shortly" error would: exponentially from this,
-/// with jitter, up to [`SHED_BACKOFF_MAX`]. A fixed short pause would turn 512 shed clients
-/// into a retry storm that measures the storm, not the admission control.
-const SHED_BACKOFF: Duration = Duration::from_millis(50);
-const SHED_BACKOFF_MAX: Duration = Duration::from_secs(2);
-/// sluice's "overloaded, retry shortly" error.
-const ER_SHED: u16 = 9002;
 
 /// One CSV row: every metric of one level. Column meanings are in `results/README.md`.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -168,333 +199,6 @@ pub struct LevelResult {
     pub limit_mean: Option<f64>,
 }
 
-/// How one query went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Answer {
-    Ok,
-    Failed,
-    /// Refused by sluice's admission control (ERR 9002).
-    Shed,
-}
-
-/// The pool of experiment C: P connections behind a FIFO semaphore.
-struct SharedPool {
-    permits: Semaphore,
-    idle: Mutex<Vec<Option<Conn>>>,
-}
-
-/// A client's way to a connection.
-enum Lane {
-    Own(Option<Conn>),
-    Shared(Arc<SharedPool>),
-}
-
-impl Lane {
-    /// Runs one query: `Some(answer)`, or `None` still waiting for a pooled connection when the window closed (given up: it
-    /// is reported as unfinished, and running it would only delay the next level).
-    async fn run(&mut self, stmt: &Stmt, opts: &Opts, close: Instant) -> Option<Answer> {
-        match self {
-            Lane::Own(slot) => Some(run_on(slot, stmt, opts).await),
-            Lane::Shared(pool) => {
-                // tokio's Semaphore is FIFO: the longest waiter gets the next connection.
-                let permit = tokio::select! {
-                    p = pool.permits.acquire() => p.ok()?,
-                    _ = sleep_until(close.into()) => return None,
-                };
-                let mut slot = pool.idle.lock().ok().and_then(|mut v| v.pop()).flatten();
-                let ok = run_on(&mut slot, stmt, opts).await;
-                if let Ok(mut idle) = pool.idle.lock() {
-                    idle.push(slot);
-                }
-                drop(permit);
-                Some(ok)
-            }
-        }
-    }
-}
-
-async fn run_on(slot: &mut Option<Conn>, stmt: &Stmt, opts: &Opts) -> Answer {
-    if slot.is_none() {
-        match connect(opts).await {
-            Ok(c) => *slot = Some(c),
-            Err(_) => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                return Answer::Failed;
-            }
-        }
-    }
-    let Some(conn) = slot.as_mut() else {
-        return Answer::Failed;
-    };
-    let result = match stmt {
-        Stmt::Text(sql) => conn.query_drop(sql).await,
-        Stmt::Prepared(sql, params) => conn.exec_drop(*sql, params.clone()).await,
-    };
-    match result {
-        Ok(()) => Answer::Ok,
-        Err(mysql_async::Error::Server(e)) if e.code == ER_SHED => Answer::Shed,
-        Err(mysql_async::Error::Server(_)) => Answer::Failed,
-        Err(_) => {
-            // The connection is broken; the next query reconnects.
-            *slot = None;
-            Answer::Failed
-        }
-    }
-}
-
-/// What one client measured.
-struct ClientOutcome {
-    hist: Histogram<u64>,
-    done: u64,
-    errors: u64,
-    shed: u64,
-    unfinished_us: Vec<u64>,
-    lane: Lane,
-    /// Part of an open-loop stream next to closed-loop clients (experiment F).
-    open: bool,
-}
-
-struct Clock {
-    base: Instant,
-    t0: Instant,
-    t1: Instant,
-}
-
-fn us(d: Duration) -> u64 {
-    d.as_micros().min(u128::from(u64::MAX)) as u64
-}
-
-/// Exponential inter-arrival time for a Poisson process of `rate` per second.
-fn exp_interval(rng: &mut StdRng, rate: f64) -> Duration {
-    let u: f64 = rng.gen_range(f64::EPSILON..1.0);
-    Duration::from_secs_f64(-u.ln() / rate)
-}
-
-/// The pause after the `streak`-th shed in a row: half the exponential cap plus up to the
-/// other half at random ("equal jitter"), so shed clients spread their retries out.
-fn shed_backoff(rng: &mut StdRng, streak: u32) -> Duration {
-    let cap = SHED_BACKOFF
-        .saturating_mul(1 << streak.min(16))
-        .min(SHED_BACKOFF_MAX);
-    cap / 2 + cap.mul_f64(rng.gen_range(0.0..0.5))
-}
-
-/// One Poisson stream served by a group of connections (F's open loop): each arrival goes
-/// to whichever connection is free first, as requests do in an application's connection
-/// pool, so an arrival waits behind another only when every connection is busy.
-pub(crate) struct Arrivals {
-    next: Instant,
-    rate: f64,
-    rng: StdRng,
-}
-
-impl Arrivals {
-    fn new(start: Instant, rate: f64, seed: u64) -> Arrivals {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let next = start + exp_interval(&mut rng, rate);
-        Arrivals { next, rate, rng }
-    }
-
-    fn take(&mut self) -> Instant {
-        let due = self.next;
-        self.next += exp_interval(&mut self.rng, self.rate);
-        due
-    }
-}
-
-/// How a client paces its statements.
-#[derive(Clone)]
-enum Pace {
-    /// The next one as soon as the last answered.
-    Closed,
-    /// Its own Poisson stream at this rate (experiment B's open loop).
-    Own(f64),
-    /// The next arrival of a stream shared with other connections (experiment F).
-    Shared(Arc<Mutex<Arrivals>>),
-}
-
-async fn client_task(
-    id: usize,
-    mut lane: Lane,
-    ctx: Arc<LevelCtx>,
-    clock: Arc<Clock>,
-    pace: Pace,
-) -> ClientOutcome {
-    let mut rng = StdRng::seed_from_u64(ctx.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let mut out = ClientOutcome {
-        hist: stats::new_histogram(),
-        done: 0,
-        errors: 0,
-        shed: 0,
-        unfinished_us: Vec::new(),
-        lane: Lane::Own(None),
-        open: false,
-    };
-    if ctx.session_setup {
-        if let Lane::Own(Some(conn)) = &mut lane {
-            let set = format!("SET NAMES utf8mb4, time_zone = '+0{}:00'", id % 4);
-            if conn.query_drop(set).await.is_err() {
-                out.errors += 1;
-            }
-        }
-    }
-    let mut next = match pace {
-        Pace::Own(rate) => clock.base + exp_interval(&mut rng, rate),
-        _ => clock.base,
-    };
-    let mut shed_streak = 0;
-    loop {
-        let now = Instant::now();
-        if now >= clock.t1 {
-            break;
-        }
-        // Latency is measured from when the request was due: its start in a closed loop,
-        // its scheduled arrival in an open loop (so a backlog is never hidden).
-        let due = match &pace {
-            Pace::Closed => now,
-            Pace::Own(rate) => {
-                if next >= clock.t1 {
-                    break;
-                }
-                let due = next;
-                next += exp_interval(&mut rng, *rate);
-                due
-            }
-            Pace::Shared(arrivals) => match arrivals.lock() {
-                Ok(mut a) if a.next < clock.t1 => a.take(),
-                _ => break,
-            },
-        };
-        if due > now {
-            sleep_until(due.into()).await;
-        }
-        let stmt = match &ctx.workload {
-            Some(w) if ctx.prepared => w.prepared(&mut rng),
-            Some(w) => Stmt::Text(w.query(&mut rng)),
-            None => Stmt::Text("SELECT 1".to_string()),
-        };
-        let ok = lane.run(&stmt, &ctx.load, clock.t1).await;
-        let end = Instant::now();
-        if end > clock.t1 || ok.is_none() {
-            out.unfinished_us
-                .push(us(clock.t1.saturating_duration_since(due)));
-            break;
-        }
-        if ok == Some(Answer::Ok) {
-            if let Some(c) = &ctx.completed {
-                c.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        if end >= clock.t0 {
-            match ok {
-                Some(Answer::Ok) => {
-                    out.hist.saturating_record(us(end - due).max(1));
-                    out.done += 1;
-                }
-                Some(Answer::Shed) => out.shed += 1,
-                _ => out.errors += 1,
-            }
-        }
-        if ok == Some(Answer::Shed) && matches!(pace, Pace::Closed) {
-            let pause = shed_backoff(&mut rng, shed_streak);
-            shed_streak += 1;
-            sleep_until((Instant::now() + pause).min(clock.t1).into()).await;
-        } else {
-            shed_streak = 0;
-        }
-    }
-    // Open loop: arrivals due before the window closed that never even started (a shared
-    // stream's leftovers are counted once, by `run_level`).
-    if let Pace::Own(rate) = pace {
-        while next < clock.t1 {
-            out.unfinished_us.push(us(clock.t1 - next));
-            next += exp_interval(&mut rng, rate);
-        }
-    }
-    out.lane = lane;
-    out
-}
-
-/// Threads_connected and Threads_running right now (None if the monitor failed).
-async fn server_threads(monitor: &mut Conn) -> (Option<u64>, Option<u64>) {
-    let rows: Vec<(String, String)> = monitor
-        .query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Threads_connected', 'Threads_running')")
-        .await
-        .unwrap_or_default();
-    let get = |name: &str| {
-        rows.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .and_then(|(_, v)| v.parse().ok())
-    };
-    (get("Threads_connected"), get("Threads_running"))
-}
-
-/// `KILL QUERY` every statement of ours still running on the server (by its text, so it
-/// also reaches the backend connections of a proxy). No client starts a query after the
-/// window closes, so these are exactly the unfinished ones.
-async fn kill_running_queries(monitor: &mut Conn) {
-    // Give clients that were between queries a moment to notice the window closed.
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let ids: Vec<u64> = monitor
-        .query(
-            "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() \
-             AND COMMAND = 'Query' AND INFO LIKE 'SELECT id, val FROM reads_test WHERE%'",
-        )
-        .await
-        .unwrap_or_default();
-    for id in ids {
-        // ER_NO_SUCH_THREAD when it just finished: fine.
-        let _ = monitor.query_drop(format!("KILL QUERY {id}")).await;
-    }
-}
-
-/// Opens `n` connections, a few dozen at a time.
-pub async fn open_conns(opts: &Opts, n: usize) -> Result<Vec<Conn>> {
-    stream::iter(0..n)
-        .map(|_| connect(opts))
-        .buffer_unordered(32)
-        .try_collect()
-        .await
-}
-
-/// Closes connections politely (a dropped `Conn` leaves "Aborted connection" noise).
-pub async fn close_conns(conns: Vec<Conn>) {
-    stream::iter(conns)
-        .for_each_concurrent(64, |c| async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), c.disconnect()).await;
-        })
-        .await;
-}
-
-/// Idle load connections kept between levels of one target, so a sweep does not reconnect
-/// hundreds of clients per level. Each level first trims or tops it up to exactly the
-/// count it needs, so the server never sees spare connections during a window.
-#[derive(Default)]
-pub struct ConnCache {
-    conns: Vec<Conn>,
-}
-
-impl ConnCache {
-    async fn take(&mut self, opts: &Opts, n: usize) -> Result<Vec<Conn>> {
-        if self.conns.len() > n {
-            let surplus = self.conns.split_off(n);
-            close_conns(surplus).await;
-        }
-        let missing = n - self.conns.len();
-        let fresh = open_conns(opts, missing)
-            .await
-            .with_context(|| format!("opening {missing} connections"))?;
-        let mut conns = std::mem::take(&mut self.conns);
-        conns.extend(fresh);
-        Ok(conns)
-    }
-
-    /// Closes every cached connection.
-    pub async fn close(&mut self) {
-        close_conns(std::mem::take(&mut self.conns)).await;
-    }
-}
-
 /// Runs one level. `monitor` is a direct server connection opened before any load;
 /// `cache` holds this target's idle connections between levels.
 pub async fn run_level(
@@ -504,24 +208,32 @@ pub async fn run_level(
     cache: &mut ConnCache,
 ) -> Result<LevelResult> {
     let ctx = Arc::new(ctx.clone());
+    let running = spawn(&ctx, spec, cache).await?;
+    let window = measure(&running, spec, ctx.workload.is_some(), monitor).await;
+    let merged = merge(running).await?;
+    cache.put_back(merged.conns);
+    Ok(row(&ctx, spec, &merged.totals, &window))
+}
+
+/// A level whose clients are running.
+struct Running {
+    tasks: Vec<JoinHandle<ClientOutcome>>,
+    clock: Arc<Clock>,
+    /// F's shared Poisson stream, whose arrivals never taken are unfinished too.
+    stream: Option<Arc<Mutex<Arrivals>>>,
+    /// Connections the server sees for the load.
+    backend_conns: usize,
+}
+
+/// Takes the connections, builds each client's lane and pace, and starts the clients.
+async fn spawn(ctx: &Arc<LevelCtx>, spec: &LevelSpec, cache: &mut ConnCache) -> Result<Running> {
     let open_clients = spec.open_stream.map_or(0, |(n, _)| n);
-    let backend_conns = match spec.mode {
-        Mode::Direct => spec.clients + open_clients,
-        Mode::Pool(p) => p,
+    let (backend_conns, pool) = match spec.mode {
+        Mode::Direct => (spec.clients + open_clients, None),
+        Mode::Pool(p) => (p, Some(p)),
     };
     let conns = cache.take(&ctx.load, backend_conns).await?;
-    let mut lanes: Vec<Lane> = match spec.mode {
-        Mode::Direct => conns.into_iter().map(|c| Lane::Own(Some(c))).collect(),
-        Mode::Pool(p) => {
-            let pool = Arc::new(SharedPool {
-                permits: Semaphore::new(p),
-                idle: Mutex::new(conns.into_iter().map(Some).collect()),
-            });
-            (0..spec.clients)
-                .map(|_| Lane::Shared(pool.clone()))
-                .collect()
-        }
-    };
+    let lanes = client::lanes(conns, pool, spec.clients);
     let own_pace = match spec.arrival {
         Arrival::Closed => Pace::Closed,
         Arrival::Open { rate_qps } => Pace::Own(rate_qps / spec.clients as f64),
@@ -536,7 +248,7 @@ pub async fn run_level(
         .open_stream
         .map(|(_, rate)| Arc::new(Mutex::new(Arrivals::new(base, rate, ctx.seed ^ 0xF))));
     let mut tasks = Vec::with_capacity(spec.clients + open_clients);
-    for (id, lane) in lanes.drain(..).enumerate() {
+    for (id, lane) in lanes.into_iter().enumerate() {
         // Experiment F: the last `open_clients` lanes carry the Poisson stream.
         let (pace, open) = match &stream {
             Some(s) if id >= spec.clients => (Pace::Shared(s.clone()), true),
@@ -549,76 +261,124 @@ pub async fn run_level(
             o
         }));
     }
+    Ok(Running {
+        tasks,
+        clock,
+        stream,
+        backend_conns,
+    })
+}
 
+/// What was sampled while the clients ran.
+struct Window {
+    /// `(loadgen ns, in-process proxy ns)` of CPU over the window.
+    cpu_ns: (u64, u64),
+    threads_connected: Option<u64>,
+    threads_running: Option<u64>,
+    rss_mib: f64,
+}
+
+/// Waits out the warm-up and the window, sampling CPU, the server's threads mid-window and
+/// memory at the close; then cancels our statements still running on the server.
+async fn measure(run: &Running, spec: &LevelSpec, knee: bool, monitor: &mut Conn) -> Window {
+    let clock = &run.clock;
     sleep_until(clock.t0.into()).await;
     let cpu_start = CpuSample::now();
     sleep_until((clock.t0 + spec.window / 2).into()).await;
     let (threads_connected, threads_running) = server_threads(monitor).await;
     sleep_until(clock.t1.into()).await;
     let cpu_end = CpuSample::now();
-    let (rss, _) = rss_mib();
+    let (rss_mib, _) = rss_mib();
     // Everything still running is already accounted for (at its age now); cancel it so the
     // drain takes milliseconds instead of the server's whole backlog.
-    if ctx.workload.is_some() {
+    if knee {
         kill_running_queries(monitor).await;
     }
+    Window {
+        cpu_ns: cpu_end.since(&cpu_start),
+        threads_connected,
+        threads_running,
+        rss_mib,
+    }
+}
 
-    let mut hist = stats::new_histogram();
-    let (mut closed_hist, mut open_hist) = (stats::new_histogram(), stats::new_histogram());
-    let mut counts = Vec::with_capacity(spec.clients);
-    let mut errors = 0;
-    let mut queries: u64 = 0;
-    let mut shed = 0;
-    let mut unfinished = Vec::new();
-    let mut leftover: Vec<Conn> = Vec::new();
-    let mut shared: Option<Arc<SharedPool>> = None;
-    for task in tasks {
+/// Every client's samples, merged.
+struct Totals {
+    hist: Histogram<u64>,
+    /// The closed-loop clients' and the open stream's answers apart (experiment F).
+    closed_hist: Histogram<u64>,
+    open_hist: Histogram<u64>,
+    /// Answered queries per closed-loop client.
+    counts: Vec<u64>,
+    queries: u64,
+    errors: u64,
+    shed: u64,
+    unfinished_us: Vec<u64>,
+    backend_conns: usize,
+}
+
+/// The totals, and the connections for the next level.
+struct Merged {
+    totals: Totals,
+    conns: Vec<Conn>,
+}
+
+/// Waits for every client and merges their histograms and counters.
+async fn merge(run: Running) -> Result<Merged> {
+    let mut t = Totals {
+        hist: stats::new_histogram(),
+        closed_hist: stats::new_histogram(),
+        open_hist: stats::new_histogram(),
+        counts: Vec::with_capacity(run.tasks.len()),
+        queries: 0,
+        errors: 0,
+        shed: 0,
+        unfinished_us: Vec::new(),
+        backend_conns: run.backend_conns,
+    };
+    let mut lanes = Vec::with_capacity(run.tasks.len());
+    for task in run.tasks {
         let o = task.await.context("a client task panicked")?;
-        hist.add(&o.hist).context("merging histograms")?;
+        t.hist.add(&o.hist).context("merging histograms")?;
         if o.open {
-            open_hist.add(&o.hist).context("merging histograms")?;
+            t.open_hist.add(&o.hist).context("merging histograms")?;
         } else {
-            closed_hist.add(&o.hist).context("merging histograms")?;
+            t.closed_hist.add(&o.hist).context("merging histograms")?;
         }
         // The open stream's connections are interchangeable lanes for one stream of
         // arrivals: "clients served" and the spread are about the closed-loop clients.
         if !o.open {
-            counts.push(o.done);
+            t.counts.push(o.done);
         }
-        queries += o.done;
-        errors += o.errors;
-        shed += o.shed;
-        unfinished.extend(o.unfinished_us);
-        match o.lane {
-            Lane::Own(Some(c)) => leftover.push(c),
-            Lane::Own(None) => {}
-            Lane::Shared(p) => shared = Some(p),
-        }
+        t.queries += o.done;
+        t.errors += o.errors;
+        t.shed += o.shed;
+        t.unfinished_us.extend(o.unfinished_us);
+        lanes.push(o.lane);
     }
-    if let Some(mut a) = stream.as_ref().and_then(|s| s.lock().ok()) {
-        while a.next < clock.t1 {
+    if let Some(mut a) = run.stream.as_ref().and_then(|s| s.lock().ok()) {
+        while a.before(run.clock.t1) {
             let due = a.take();
-            unfinished.push(us(clock.t1 - due));
+            t.unfinished_us.push(client::us(run.clock.t1 - due));
         }
     }
-    if let Some(pool) = shared.and_then(|p| Arc::try_unwrap(p).ok()) {
-        leftover.extend(
-            pool.idle
-                .into_inner()
-                .unwrap_or_default()
-                .into_iter()
-                .flatten(),
-        );
-    }
-    cache.conns = leftover;
+    Ok(Merged {
+        totals: t,
+        conns: client::into_conns(lanes),
+    })
+}
 
+/// The CSV row of a level.
+fn row(ctx: &LevelCtx, spec: &LevelSpec, t: &Totals, w: &Window) -> LevelResult {
+    let open_clients = spec.open_stream.map_or(0, |(n, _)| n);
+    let queries = t.queries;
     let window_s = spec.window.as_secs_f64();
     let qps = queries as f64 / window_s;
-    let lat = stats::latency(&hist);
-    let spread = stats::spread(&counts);
-    let (inflight, oldest) = stats::unfinished(&unfinished);
+    let lat = stats::latency(&t.hist);
+    let spread = stats::spread(&t.counts);
+    let (inflight, oldest) = stats::unfinished(&t.unfinished_us);
     let littles = stats::littles(qps, lat.mean_ms, spec.clients);
-    let (loadgen_ns, proxy_ns) = cpu_end.since(&cpu_start);
+    let (loadgen_ns, proxy_ns) = w.cpu_ns;
     let per_query_us = |ns: u64| {
         if queries == 0 {
             0.0
@@ -626,16 +386,16 @@ pub async fn run_level(
             ns as f64 / 1000.0 / queries as f64
         }
     };
-    Ok(LevelResult {
+    LevelResult {
         experiment: spec.experiment.to_string(),
-        target: spec.target.to_string(),
+        target: spec.target.name().to_string(),
         arrival: match (spec.arrival, spec.open_stream) {
             (Arrival::Closed, Some(_)) => "closed+open".into(),
             (Arrival::Closed, None) => "closed".into(),
             (Arrival::Open { .. }, _) => "open".into(),
         },
         clients: spec.clients + open_clients,
-        backend_conns: spec.proxy_pool.unwrap_or(backend_conns),
+        backend_conns: spec.proxy_pool.unwrap_or(t.backend_conns),
         pool_size: match spec.mode {
             Mode::Pool(p) => Some(p),
             Mode::Direct => spec.proxy_pool,
@@ -649,7 +409,7 @@ pub async fn run_level(
         warmup_s: spec.warmup.as_secs_f64(),
         window_s,
         queries,
-        errors,
+        errors: t.errors,
         qps,
         p50_ms: lat.p50_ms,
         p90_ms: lat.p90_ms,
@@ -664,18 +424,15 @@ pub async fn run_level(
         jain_index: spread.jain,
         inflight_at_close: inflight,
         oldest_inflight_ms: oldest,
-        p99_with_inflight_ms: stats::quantile_with_unfinished(&hist, &unfinished, 0.99),
+        p99_with_inflight_ms: stats::quantile_with_unfinished(&t.hist, &t.unfinished_us, 0.99),
         littles_l: littles.l,
         littles_ratio: littles.ratio,
-        threads_connected,
-        threads_running,
+        threads_connected: w.threads_connected,
+        threads_running: w.threads_running,
         loadgen_cpu_us_per_query: per_query_us(loadgen_ns),
         loadgen_cpu_pct: loadgen_ns as f64 / 1e9 / window_s * 100.0,
-        loadgen_rss_mib: rss,
-        proxy_cpu_us_per_query: (matches!(spec.target, "relay")
-            || spec.target.starts_with("proxy")
-            || spec.target.starts_with("sluice"))
-        .then(|| per_query_us(proxy_ns)),
+        loadgen_rss_mib: w.rss_mib,
+        proxy_cpu_us_per_query: spec.target.relayed().then(|| per_query_us(proxy_ns)),
         idle_conns: spec.idle_conns,
         workload: match &ctx.workload {
             Some(w) => w.mix.label().to_string(),
@@ -683,14 +440,16 @@ pub async fn run_level(
         },
         pool_mode: spec.pool_mode.map(String::from),
         open_clients: spec.open_stream.map(|(n, _)| n),
-        shed,
-        attempts: queries + errors + shed,
+        shed: t.shed,
+        attempts: queries + t.errors + t.shed,
         max_queue_wait_ms: spec.max_queue_wait_ms,
         p99_closed_ms: spec
             .open_stream
-            .map(|_| stats::latency(&closed_hist).p99_ms),
-        p99_open_ms: spec.open_stream.map(|_| stats::latency(&open_hist).p99_ms),
+            .map(|_| stats::latency(&t.closed_hist).p99_ms),
+        p99_open_ms: spec
+            .open_stream
+            .map(|_| stats::latency(&t.open_hist).p99_ms),
         threads_running_mean: None,
         limit_mean: None,
-    })
+    }
 }

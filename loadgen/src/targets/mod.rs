@@ -4,6 +4,6 @@
 pub mod docker;
 #[cfg(feature = "proxy")]
 pub mod in_process;
-pub mod servers;
 #[cfg(feature = "proxy")]
 pub mod relay_floor;
+pub mod servers;
