@@ -12,16 +12,16 @@
 //! - [`soak`]: the long run through a `sluice` child process (`just soak`).
 //! - [`progress`].
 
-mod adaptive;
+// Built without the in-process sluice, the helpers only its experiments use lie idle.
+#![cfg_attr(not(feature = "proxy"), allow(dead_code))]
+
+mod analysis;
 mod cli;
 mod experiments;
 mod measure;
 mod progress;
 mod report;
-#[cfg(feature = "proxy")]
-mod sessions;
 mod settings;
-mod soak;
 mod targets;
 mod workload;
 
@@ -30,8 +30,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use mysql_async::prelude::Queryable;
 
-use crate::experiments::Run;
+use crate::experiments::run::{Experiment, Run};
 use crate::progress::Progress;
 use crate::report::Report;
 use crate::settings::Settings;
@@ -109,12 +110,15 @@ async fn run(s: Settings) -> Result<Outcome> {
     tokio::pin!(signal);
     tokio::task::yield_now().await;
 
-    let progress = Progress::new(experiments::planned(&s), s.progress);
+    let list = experiments::for_command(&s.command);
+    let progress = Progress::new(experiments::planned(&list, &s), s.progress);
     let mut report = Report::create(&s.out, &s.label)?;
     progress.log(format!(
         "loadgen: writing results to {}",
         report.dir.display()
     ));
+    let names: Vec<&str> = list.iter().map(|e| e.name()).collect();
+    progress.log(format!("plan: {}", names.join(", ")));
 
     // Starting a local server blocks for a few seconds; if a signal arrives meanwhile, let
     // the start finish and tear the server down, so nothing is left behind.
@@ -138,7 +142,7 @@ async fn run(s: Settings) -> Result<Outcome> {
     fill_static_meta(&mut report, &s, &backend);
 
     let outcome = {
-        let body = experiments_body(&s, &backend, &mut report, &progress);
+        let body = experiments_body(&s, &list, &backend, &mut report, &progress);
         tokio::pin!(body);
         tokio::select! {
             r = &mut body => r.map(|()| Outcome::Done),
@@ -155,7 +159,7 @@ async fn run(s: Settings) -> Result<Outcome> {
     );
     report.meta("completed", matches!(outcome, Ok(Outcome::Done)));
     report.meta("host_loadavg_at_end", loadavg());
-    experiments::headline_meta(&mut report);
+    report::headline::headline_meta(&mut report);
     let (_, peak_rss) = measure::resources::rss_mib();
     report.meta("loadgen_peak_rss_mib", format!("{peak_rss:.1}"));
     let written = report.finish();
@@ -173,6 +177,7 @@ async fn run(s: Settings) -> Result<Outcome> {
 
 async fn experiments_body(
     s: &Settings,
+    list: &[Box<dyn Experiment>],
     backend: &Backend,
     report: &mut Report,
     progress: &Progress,
@@ -194,10 +199,21 @@ async fn experiments_body(
         cache: measure::conns::ConnCache::default(),
         server_pid: backend.local_pid(),
     };
-    let result = run.execute().await;
+    let result = execute(&mut run, list).await;
     run.cache.close().await;
     let _ = run.monitor.disconnect().await;
     result
+}
+
+/// Records the server's version, then runs each experiment in turn.
+async fn execute(run: &mut Run<'_>, list: &[Box<dyn Experiment>]) -> Result<()> {
+    let version: Option<String> = run.monitor.query_first("SELECT VERSION()").await?;
+    run.report
+        .meta("server_version", version.unwrap_or_default());
+    for experiment in list {
+        experiment.run(run).await?;
+    }
+    Ok(())
 }
 
 fn redact(url: &str) -> String {

@@ -135,6 +135,23 @@ pub fn littles(qps: f64, mean_latency_ms: f64, offered: usize) -> Littles {
     }
 }
 
+/// Mean of the values, `None` when empty.
+pub fn mean(v: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let (n, sum) = v
+        .into_iter()
+        .fold((0usize, 0.0), |(n, s), x| (n + 1, s + x));
+    (n > 0).then(|| sum / n as f64)
+}
+
+/// `a / b`, NaN when `b` is not positive.
+pub fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        f64::NAN
+    }
+}
+
 /// Requests unfinished at window close: how many, and the oldest one's age in ms.
 pub fn unfinished(ages_us: &[u64]) -> (usize, f64) {
     let oldest = ages_us.iter().copied().max().unwrap_or(0);

@@ -1,6 +1,7 @@
 //! Everything written to the run folder: CSVs (rewritten after every level, so an
 //! interrupted run keeps what it measured), `summary.txt`, `run_metadata.csv`, SVG plots.
 
+pub mod headline;
 pub mod plots;
 pub mod summary;
 
@@ -8,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::measure::calibration::Calibration;
 use crate::measure::level::LevelResult;
-use crate::workload::Calibration;
+use crate::measure::timeline::TimelineRow;
 
 /// The CSV files, by experiment id.
 pub const FILES: &[(&str, &str)] = &[
@@ -24,25 +26,6 @@ pub const FILES: &[(&str, &str)] = &[
     ("F", "expF_admission.csv"),
     ("S", "expS_sessions.csv"),
 ];
-
-/// Experiment E: one sample of a configuration's run, every 250 ms.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct TimelineRow {
-    /// `auto` or `P=<n>`.
-    pub config: String,
-    /// Seconds since the first answered query.
-    pub t_s: f64,
-    /// Answered queries per second over the sample.
-    pub qps: f64,
-    /// sluice's concurrency limit (execution slots) at the sample.
-    pub limit: u32,
-    /// The server's Threads_running (the monitor's own query included).
-    pub threads_running: Option<u64>,
-    /// CPUs the server was pinned to at the sample (empty when not ours to pin).
-    pub server_cpus: Option<usize>,
-    /// Why the auto limit last moved (empty for fixed P).
-    pub reason: String,
-}
 
 /// The results of one run, and the folder they go to.
 #[derive(Debug, Default)]

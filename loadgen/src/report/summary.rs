@@ -4,36 +4,10 @@
 use std::fmt::Write as _;
 
 use super::Report;
+use crate::analysis::curve::{collapse_of, knee, Collapse};
+use crate::analysis::pool::best_pool;
 use crate::measure::level::LevelResult;
-
-fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 {
-        a / b
-    } else {
-        f64::NAN
-    }
-}
-
-/// Experiment B: `(peak row, largest-C row, peak QPS / its QPS, its p99 / peak p99)`.
-pub fn collapse_of(rows: &[&LevelResult]) -> Option<(LevelResult, LevelResult, f64, f64)> {
-    let peak = rows.iter().max_by(|x, y| x.qps.total_cmp(&y.qps))?;
-    let worst = rows.iter().max_by_key(|r| r.clients)?;
-    Some((
-        (*peak).clone(),
-        (*worst).clone(),
-        ratio(peak.qps, worst.qps),
-        ratio(worst.p99_ms, peak.p99_ms),
-    ))
-}
-
-/// The best pool row: most QPS; within 3 % of that, the lowest p99.
-pub fn best_pool<'a>(rows: &[&'a LevelResult]) -> Option<&'a LevelResult> {
-    let top = rows.iter().map(|r| r.qps).fold(0.0, f64::max);
-    rows.iter()
-        .filter(|r| r.qps >= top * 0.97)
-        .min_by(|x, y| x.p99_ms.total_cmp(&y.p99_ms))
-        .copied()
-}
+use crate::measure::stats::ratio;
 
 fn opt(v: Option<u64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
@@ -142,7 +116,13 @@ pub fn render(rep: &Report) -> String {
         );
         table(&mut out, &a, "C", |r| r.clients.to_string());
     }
-    if let Some((peak, worst, q, p)) = collapse_of(&a) {
+    if let Some(Collapse {
+        peak,
+        worst,
+        qps_ratio: q,
+        p99_ratio: p,
+    }) = collapse_of(&a)
+    {
         let _ = writeln!(out, "\nExperiment B: the collapse");
         let _ = writeln!(
             out,
@@ -185,7 +165,7 @@ pub fn render(rep: &Report) -> String {
                  {:.2}x the throughput at {:.1}x lower p99 ({:.0}% of the peak).",
                 best.pool_size.unwrap_or(0), best.qps, best.p99_ms, direct.clients, direct.qps, direct.p99_ms,
                 ratio(best.qps, direct.qps), ratio(direct.p99_ms, best.p99_ms),
-                collapse_of(&a).map(|(peak, ..)| 100.0 * ratio(best.qps, peak.qps)).unwrap_or(f64::NAN)
+                collapse_of(&a).map(|c| 100.0 * ratio(best.qps, c.peak.qps)).unwrap_or(f64::NAN)
             );
         }
     }
@@ -357,18 +337,10 @@ pub fn render(rep: &Report) -> String {
 /// The operator's takeaway: where the knee is, which pool size to run, and what to expect there.
 fn recommendation(out: &mut String, rep: &Report) {
     let a = rep.rows_of("A");
-    let Some((peak, worst, ..)) = collapse_of(&a) else {
+    let Some(Collapse { peak, worst, .. }) = collapse_of(&a) else {
         return;
     };
-    // The knee: the fewest connections that already reach 95 % of the best throughput (the
-    // exact maximum is often a noisy point further right).
-    let knee = a
-        .iter()
-        .filter(|r| r.qps >= 0.95 * peak.qps)
-        .min_by_key(|r| r.clients)
-        .map(|r| (*r).clone())
-        .unwrap_or(peak);
-    let peak = knee;
+    let peak = knee(&a).cloned().unwrap_or(peak);
     let px = rep.rows_of("proxy");
     let c = rep.rows_of("C");
     let (source, rows) = if px.is_empty() {

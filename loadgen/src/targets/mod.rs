@@ -7,3 +7,4 @@ pub mod in_process;
 #[cfg(feature = "proxy")]
 pub mod relay_floor;
 pub mod servers;
+pub mod sluice_child;

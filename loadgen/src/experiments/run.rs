@@ -1,0 +1,201 @@
+//! What every experiment shares: the [`Experiment`] trait, the run's context ([`Run`]) and the
+//! ways to measure one level (on the cached direct connections, on connections of its own, or
+//! through a fresh in-process sluice). An experiment is a type of its own that implements the
+//! trait; nothing here knows any experiment.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use async_trait::async_trait;
+use mysql_async::Conn;
+
+use crate::measure::client::LevelCtx;
+use crate::measure::conns::ConnCache;
+use crate::measure::level::{run_level, Arrival, LevelResult, LevelSpec, Mode, Target};
+use crate::progress::Progress;
+use crate::report::Report;
+use crate::settings::Settings;
+use crate::workload::{conn_opts, Workload};
+
+/// One experiment: what it plans to take, and how it runs.
+#[async_trait(?Send)]
+pub trait Experiment {
+    /// Short name, for the plan printed at start.
+    fn name(&self) -> &'static str;
+
+    /// What it plans to measure with these settings (for the progress display).
+    fn plan(&self, s: &Settings) -> Plan;
+
+    /// Runs it: rows, metadata, notes and findings go to `run.report`.
+    async fn run(&self, run: &mut Run<'_>) -> Result<()>;
+}
+
+/// The wall time an experiment plans: its measured levels, warm-ups included.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Measured levels.
+    pub levels: u32,
+    /// Warm-ups plus windows of those levels.
+    pub measured: Duration,
+}
+
+impl Plan {
+    /// `levels` levels of one warm-up and one window each.
+    pub fn levels(levels: usize, s: &Settings) -> Plan {
+        Plan::each(levels, s.warmup + s.window)
+    }
+
+    /// `levels` levels of `each` (warm-up included).
+    pub fn each(levels: usize, each: Duration) -> Plan {
+        let levels = u32::try_from(levels).unwrap_or(u32::MAX);
+        Plan {
+            levels,
+            measured: each * levels,
+        }
+    }
+
+    /// The two plans one after the other.
+    pub fn then(self, other: Plan) -> Plan {
+        Plan {
+            levels: self.levels + other.levels,
+            measured: self.measured + other.measured,
+        }
+    }
+}
+
+/// Shared state of one run's experiments.
+pub struct Run<'a> {
+    /// Validated settings.
+    pub s: &'a Settings,
+    /// Progress bar and log.
+    pub progress: &'a Progress,
+    /// Results so far.
+    pub report: &'a mut Report,
+    /// Direct server URL.
+    pub server_url: String,
+    /// Monitor connection, opened before any load.
+    pub monitor: Conn,
+    /// The query generator.
+    pub workload: Workload,
+    /// Idle direct connections between levels.
+    pub cache: ConnCache,
+    /// The local server's pid (experiment E re-pins it); `None` for docker and external.
+    pub server_pid: Option<u32>,
+}
+
+impl Run<'_> {
+    /// Options and query generator for load at `url`; `None` sends `SELECT 1`.
+    pub fn ctx(&self, url: &str, workload: Option<Workload>) -> Result<LevelCtx> {
+        Ok(LevelCtx {
+            load: conn_opts(url)?,
+            workload,
+            seed: self.s.seed,
+            completed: None,
+            prepared: false,
+            session_setup: false,
+        })
+    }
+
+    /// A closed-loop level with the run's warm-up and window.
+    pub fn spec(
+        &self,
+        experiment: &'static str,
+        target: Target,
+        mode: Mode,
+        clients: usize,
+    ) -> LevelSpec {
+        LevelSpec {
+            experiment,
+            target,
+            mode,
+            clients,
+            proxy_pool: None,
+            arrival: Arrival::Closed,
+            rate_fraction: None,
+            warmup: self.s.warmup,
+            window: self.s.window,
+            idle_conns: None,
+            open_stream: None,
+            pool_mode: None,
+            max_queue_wait_ms: None,
+        }
+    }
+
+    /// The server's `host:port`, for a proxy or relay in front of it.
+    pub fn backend_addr(&self) -> Result<String> {
+        dbkit::TestServer::from_url(&self.server_url)
+            .map(|t| format!("{}:{}", t.host, t.port))
+            .map_err(anyhow::Error::msg)
+    }
+
+    /// Measures one level on the direct-connection cache.
+    pub async fn measure(&mut self, ctx: &LevelCtx, spec: LevelSpec, label: String) -> Result<()> {
+        let mut cache = std::mem::take(&mut self.cache);
+        let r = self.measure_with(ctx, spec, label, &mut cache).await;
+        self.cache = cache;
+        r
+    }
+
+    /// [`measure_with`](Self::measure_with) on connections of its own, closed afterwards.
+    pub async fn measure_fresh(
+        &mut self,
+        ctx: &LevelCtx,
+        spec: LevelSpec,
+        label: String,
+    ) -> Result<()> {
+        let mut cache = ConnCache::default();
+        let r = self.measure_with(ctx, spec, label, &mut cache).await;
+        cache.close().await;
+        r
+    }
+
+    /// One level through an in-process sluice, which is stopped afterwards.
+    #[cfg(feature = "proxy")]
+    pub async fn measure_via(
+        &mut self,
+        proxy: crate::targets::in_process::InProcessProxy,
+        workload: Option<Workload>,
+        spec: LevelSpec,
+        label: String,
+    ) -> Result<()> {
+        let ctx = self.ctx(&proxy.url(), workload)?;
+        let r = self.measure_fresh(&ctx, spec, label).await;
+        proxy.stop().await;
+        r
+    }
+
+    /// Measures one level on `cache`, logs its line and records its row.
+    pub async fn measure_with(
+        &mut self,
+        ctx: &LevelCtx,
+        spec: LevelSpec,
+        label: String,
+        cache: &mut ConnCache,
+    ) -> Result<()> {
+        let started = Instant::now();
+        let row = self.measure_row(ctx, &spec, &label, cache).await?;
+        self.progress.log(format!(
+            "{label:<28} {:>7.0} QPS  p50 {:>8.2} ms  p99 {:>8.2} ms  served {}/{}  inflight {}  errors {}  ({:.1} s)",
+            row.qps, row.p50_ms, row.p99_ms, row.clients_served, row.clients, row.inflight_at_close, row.errors,
+            started.elapsed().as_secs_f64()
+        ));
+        self.report.push(row)
+    }
+
+    /// Measures one level on `cache` with the progress bar running, and returns its row
+    /// without logging or recording it.
+    pub async fn measure_row(
+        &mut self,
+        ctx: &LevelCtx,
+        spec: &LevelSpec,
+        label: &str,
+        cache: &mut ConnCache,
+    ) -> Result<LevelResult> {
+        let _ticker = self
+            .progress
+            .level(label.to_string(), spec.warmup + spec.window);
+        run_level(ctx, spec, &mut self.monitor, cache)
+            .await
+            .with_context(|| format!("level {label}"))
+    }
+}
