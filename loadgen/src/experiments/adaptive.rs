@@ -4,7 +4,7 @@
 //! paired rounds of the best fixed P against a fresh auto. A sampler records QPS, the limit
 //! and Threads_running every 250 ms into the timeline.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use async_trait::async_trait;
 
 use super::run::{Experiment, Plan, Run};
 use crate::analysis::adaptive::{auto_findings, rounds};
+use crate::measure::client::Live;
 use crate::measure::conns::ConnCache;
 use crate::measure::level::{Mode, Target};
 use crate::measure::stats::mean;
@@ -179,8 +180,8 @@ async fn adaptive_config(
     })
     .await?;
     let mut ctx = run.ctx(&proxy.url(), Some(run.workload))?;
-    let completed = Arc::new(AtomicU64::new(0));
-    ctx.completed = Some(completed.clone());
+    let live = Arc::new(Live::counting());
+    ctx.live = Some(live.clone());
     let experiment = if round.is_some() { "E2" } else { "E" };
     let mut spec = run.spec(experiment, Target::Proxy, Mode::Direct, clients);
     match (cfg, round) {
@@ -209,7 +210,7 @@ async fn adaptive_config(
     let sampler = tokio::spawn(sample(
         conn_opts(&run.server_url)?,
         proxy.context(),
-        completed,
+        live,
         stop.clone(),
         repin,
         cpus_now,

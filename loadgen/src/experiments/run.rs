@@ -90,7 +90,7 @@ impl Run<'_> {
             load: conn_opts(url)?,
             workload,
             seed: self.s.seed,
-            completed: None,
+            live: None,
             prepared: false,
             session_setup: false,
         })

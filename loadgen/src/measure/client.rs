@@ -31,13 +31,64 @@ pub struct LevelCtx {
     pub workload: Option<Workload>,
     /// RNG seed.
     pub seed: u64,
-    /// Bumped on every answered query, for timelines sampled while the level runs.
-    pub completed: Option<Arc<AtomicU64>>,
+    /// Counters published while the level runs, for samplers that cannot wait for the merge.
+    pub live: Option<Arc<Live>>,
     /// Send the workload as prepared statements (binary protocol) instead of SQL text.
     pub prepared: bool,
     /// Each client first sets session state of its own (`SET NAMES utf8mb4` and one of four
     /// time zones), as real applications do, so a pooler must carry it between backends.
     pub session_setup: bool,
+}
+
+/// What a level publishes while it runs: E's timeline reads the answered count every 250 ms,
+/// the soak reads the counts and the latencies once a minute. Each client records into its own
+/// slot, so the only contention is with the sampler's rare swap.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// Queries answered so far (warm-up included).
+    pub answered: AtomicU64,
+    /// Queries failed so far (warm-up included).
+    pub failed: AtomicU64,
+    /// Per client: answered latencies (µs) since the last [`Live::take_latency`]; empty when
+    /// only counts are kept.
+    latency: Vec<Mutex<Histogram<u64>>>,
+}
+
+impl Live {
+    /// Counts only.
+    pub fn counting() -> Live {
+        Live::default()
+    }
+
+    /// Counts, and the latencies of `clients` clients.
+    pub fn with_latency(clients: usize) -> Live {
+        Live {
+            latency: (0..clients)
+                .map(|_| Mutex::new(stats::new_histogram()))
+                .collect(),
+            ..Live::default()
+        }
+    }
+
+    /// Every client's latencies since the last call, merged; the slots start afresh.
+    pub fn take_latency(&self) -> Histogram<u64> {
+        let mut merged = stats::new_histogram();
+        for slot in &self.latency {
+            let mut h = slot.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = merged.add(&*h);
+            h.reset();
+        }
+        merged
+    }
+
+    fn answer(&self, client: usize, latency_us: u64) {
+        self.answered.fetch_add(1, Ordering::Relaxed);
+        if let Some(slot) = self.latency.get(client) {
+            slot.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .saturating_record(latency_us);
+        }
+    }
 }
 
 /// A closed-loop client whose statement was shed (sluice's ERR 9002) backs off before its
@@ -277,9 +328,13 @@ pub async fn client_task(
                 .push(us(clock.t1.saturating_duration_since(due)));
             break;
         }
-        if ok == Some(Answer::Ok) {
-            if let Some(c) = &ctx.completed {
-                c.fetch_add(1, Ordering::Relaxed);
+        if let Some(live) = &ctx.live {
+            match ok {
+                Some(Answer::Ok) => live.answer(id, us(end - due).max(1)),
+                Some(Answer::Failed) => {
+                    live.failed.fetch_add(1, Ordering::Relaxed);
+                }
+                _ => {}
             }
         }
         if end >= clock.t0 {

@@ -2,7 +2,7 @@
 //! Threads_running) and the soak's minutes; and E's sampler.
 
 #[cfg(feature = "proxy")]
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 #[cfg(feature = "proxy")]
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +11,9 @@ use std::time::Instant;
 
 #[cfg(feature = "proxy")]
 use anyhow::Result;
+
+#[cfg(feature = "proxy")]
+use super::client::Live;
 
 /// E's sampling period (the limiter's own tick).
 pub const SAMPLE: Duration = Duration::from_millis(250);
@@ -48,7 +51,7 @@ pub struct SoakSample {
     pub errors: u64,
 }
 
-/// Samples every 250 ms until `stop`: QPS from `completed`, the proxy's limit, and
+/// Samples every 250 ms until `stop`: QPS from the level's answered count, the proxy's limit, and
 /// Threads_running over its own connection. Re-pins the server at the planned time.
 /// Time zero is the first answered query. Returns the samples and when the re-pin happened.
 #[cfg(feature = "proxy")]
@@ -56,7 +59,7 @@ pub struct SoakSample {
 pub async fn sample(
     monitor: mysql_async::Opts,
     proxy: Option<Arc<sluice::context::Context>>,
-    completed: Arc<AtomicU64>,
+    live: Arc<Live>,
     stop: Arc<AtomicBool>,
     repin: Option<(u32, Duration, Vec<usize>)>,
     mut cpus: Option<usize>,
@@ -64,11 +67,11 @@ pub async fn sample(
 ) -> Result<(Vec<TimelineRow>, Option<f64>)> {
     use mysql_async::prelude::Queryable;
     let mut conn = crate::workload::connect(&monitor).await?;
-    while completed.load(Ordering::Relaxed) == 0 && !stop.load(Ordering::Relaxed) {
+    while live.answered.load(Ordering::Relaxed) == 0 && !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let t0 = Instant::now();
-    let mut last = (t0, completed.load(Ordering::Relaxed));
+    let mut last = (t0, live.answered.load(Ordering::Relaxed));
     let mut samples = Vec::new();
     let mut repinned = None;
     let mut tick = tokio::time::interval_at((t0 + SAMPLE).into(), SAMPLE);
@@ -82,7 +85,7 @@ pub async fn sample(
                 cpus = Some(narrow.len());
             }
         }
-        let done = completed.load(Ordering::Relaxed);
+        let done = live.answered.load(Ordering::Relaxed);
         let qps = (done - last.1) as f64 / (now - last.0).as_secs_f64();
         last = (now, done);
         let running: Option<(String, u64)> = conn
