@@ -162,7 +162,7 @@ async fn run(s: Settings) -> Result<Outcome> {
     report::headline::headline_meta(&mut report);
     let (_, peak_rss) = measure::resources::rss_mib();
     report.meta("loadgen_peak_rss_mib", format!("{peak_rss:.1}"));
-    let written = report.finish();
+    let written = report::finish(&report);
     let teardown = backend.teardown().await;
     written.context("writing the report")?;
     teardown.context("tearing the server down")?;
@@ -231,7 +231,7 @@ fn join(v: &[usize]) -> String {
 }
 
 fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
-    report.meta("started_utc", report::utc_stamp());
+    report.meta("started_utc", report::results::utc_stamp());
     report.meta("loadgen_version", env!("CARGO_PKG_VERSION"));
     report.meta("command", s.command.name());
     report.meta("quick", s.quick);

@@ -1,7 +1,7 @@
 //! The headline numbers of `run_metadata.csv` (peak, collapse, best pool, loadgen's cost),
 //! computed from whatever rows the run measured.
 
-use super::Report;
+use super::results::Report;
 use crate::analysis::curve::{collapse_of, Collapse};
 use crate::analysis::pool::best_pool;
 

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
-use super::Report;
+use super::results::Report;
 use crate::measure::level::LevelResult;
 use crate::measure::timeline::{SoakSample, TimelineRow};
 
