@@ -1,16 +1,20 @@
 //! loadgen: the sluice load generator and experiment harness.
 //!
-//! # Layout
-//! - [`cli`] flags (with env fallbacks) and [`settings`] validation, before anything starts.
+//! # Layout (each module uses only modules below it; `just cycles` checks there are no cycles)
+//! - [`experiments`]: one experiment to a file, each implementing [`experiments::run::Experiment`]
+//!   (calibration, A, C, the open loop, proxy, overhead, D, S, E, F, the soak), and
+//!   [`experiments::for_command`], what each subcommand runs.
+//! - [`report`]: the run's results and everything written from them: CSVs, `summary.txt` (one
+//!   section to a file), `run_metadata.csv`, SVG plots.
+//! - [`analysis`]: pure functions over measured rows: the collapse and knee, the best pool, E's
+//!   rounds, the soak's verdict.
 //! - [`targets`]: the servers (local via dbkit, docker via bollard, external), the in-process
-//!   sluice and the bare TCP relay.
-//! - [`workload`]: the table, seeding, the query, calibration.
-//! - [`measure`]: one measured level (closed or open loop, direct or pooled), the statistics,
-//!   loadgen's own CPU and memory.
-//! - [`experiments`]: A, B, C, D, open loop, proxy, overhead; [`adaptive`]: E and F.
-//! - [`report`]: CSVs, summary, metadata, SVG plots.
-//! - [`soak`]: the long run through a `sluice` child process (`just soak`).
-//! - [`progress`].
+//!   sluice, the sluice child process and the bare TCP relay.
+//! - [`measure`]: one level (spawn, measure, merge) of clients on their connections, the
+//!   statistics, calibration, timelines, and loadgen's own CPU and memory.
+//! - [`workload`]: the table, seeding, the query, connection options.
+//! - [`settings`], validated once before anything starts, from the [`cli`] flags (with env
+//!   fallbacks); [`progress`]: the progress bar and log.
 
 // Built without the in-process sluice, the helpers only its experiments use lie idle.
 #![cfg_attr(not(feature = "proxy"), allow(dead_code))]
