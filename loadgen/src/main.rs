@@ -115,14 +115,21 @@ async fn run(s: Settings) -> Result<Outcome> {
     tokio::task::yield_now().await;
 
     let list = experiments::for_command(&s.command);
-    let progress = Progress::new(experiments::planned(&list, &s), s.progress);
+    let query = experiments::ASSUMED_QUERY;
+    let steps = list
+        .iter()
+        .zip(experiments::plans(&list, &s, query))
+        .map(|(e, p)| (e.name().to_string(), p.total()))
+        .collect();
+    let progress = Progress::new(experiments::SERVER_START, steps, s.progress);
     let mut report = Report::create(&s.out, &s.label)?;
     progress.log(format!(
         "loadgen: writing results to {}",
         report.dir.display()
     ));
-    let names: Vec<&str> = list.iter().map(|e| e.name()).collect();
-    progress.log(format!("plan: {}", names.join(", ")));
+    for line in experiments::describe(&list, &s, query) {
+        progress.log(line);
+    }
 
     // Starting a local server blocks for a few seconds; if a signal arrives meanwhile, let
     // the start finish and tear the server down, so nothing is left behind.
@@ -214,8 +221,20 @@ async fn execute(run: &mut Run<'_>, list: &[Box<dyn Experiment>]) -> Result<()> 
     let version: Option<String> = run.monitor.query_first("SELECT VERSION()").await?;
     run.report
         .meta("server_version", version.unwrap_or_default());
-    for experiment in list {
+    let mut replanned = false;
+    for (i, experiment) in list.iter().enumerate() {
+        run.progress.start_step(i);
         experiment.run(run).await?;
+        // The rest of the plan, at the query cost the calibration measured.
+        if let (Some(cal), false) = (run.report.calibration, replanned) {
+            let query = Duration::from_secs_f64(cal.mean_ms.max(0.001) / 1e3);
+            let planned: Vec<Duration> = experiments::plans(list, run.s, query)
+                .iter()
+                .map(|p| p.total())
+                .collect();
+            run.progress.replan(&planned);
+            replanned = true;
+        }
     }
     Ok(())
 }
@@ -239,6 +258,7 @@ fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
     report.meta("loadgen_version", env!("CARGO_PKG_VERSION"));
     report.meta("command", s.command.name());
     report.meta("quick", s.quick);
+    report.meta("all", s.all);
     for (k, v) in backend.describe() {
         report.meta(&k, v);
     }
@@ -269,6 +289,7 @@ fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
     report.meta("conc_levels", join(&s.conc_levels));
     report.meta("pool_sizes", join(&s.pool_sizes));
     report.meta("client_threads", s.client_threads);
+    report.meta("idle_levels", join(&s.idle_levels));
     report.meta(
         "open_fractions",
         s.open_fractions

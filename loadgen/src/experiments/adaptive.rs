@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Result;
 use async_trait::async_trait;
 
-use super::run::{Experiment, Plan, Run};
+use super::run::{Experiment, Plan, Run, SLUICE_LEVEL_SETUP};
 use crate::analysis::adaptive::{auto_findings, rounds};
 use crate::measure::client::Live;
 use crate::measure::conns::ConnCache;
@@ -37,13 +37,17 @@ impl Experiment for Adaptive {
         "E (pool_size = auto)"
     }
 
-    fn plan(&self, s: &Settings) -> Plan {
+    fn plan(&self, s: &Settings, _: Duration) -> Plan {
         if s.proxy_url.is_some() {
             return Plan::default();
         }
-        let sweep = Plan::levels(s.pool_sizes.len(), s);
-        let auto = Plan::each(1, s.adaptive);
-        let rounds = Plan::each(2 * s.adaptive_rounds, ROUND_START + s.window);
+        let sweep = Plan::sluice_levels(s.pool_sizes.len(), s);
+        let auto = Plan::each(1, s.adaptive, SLUICE_LEVEL_SETUP);
+        let rounds = Plan::each(
+            2 * s.adaptive_rounds,
+            ROUND_START + s.window,
+            SLUICE_LEVEL_SETUP,
+        );
         sweep.then(auto).then(rounds)
     }
 
@@ -221,7 +225,7 @@ async fn adaptive_config(
     let level = run.measure_row(&ctx, &spec, &label, &mut cache).await;
     stop.store(true, Ordering::Relaxed);
     cache.close().await;
-    proxy.stop().await;
+    run.stop_proxy(proxy).await;
     let (mut samples, repinned) = sampler.await??;
     // Samples after the window closed show the drain, not the configuration.
     let end = (spec.warmup + spec.window).as_secs_f64() + SAMPLE.as_secs_f64() / 2.0;

@@ -23,12 +23,12 @@ impl Experiment for Admission {
         "F (admission control)"
     }
 
-    fn plan(&self, s: &Settings) -> Plan {
+    fn plan(&self, s: &Settings, _: Duration) -> Plan {
         if s.proxy_url.is_some() {
             return Plan::default();
         }
-        // The peak, then direct, unbounded and max_queue_wait under the overload.
-        Plan::levels(4, s)
+        // The peak, unbounded and max_queue_wait through sluice; direct under the overload.
+        Plan::sluice_levels(3, s).then(Plan::levels(1, s))
     }
 
     async fn run(&self, run: &mut Run<'_>) -> Result<()> {

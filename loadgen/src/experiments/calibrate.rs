@@ -13,6 +13,8 @@ use crate::workload::{self, conn_opts};
 
 /// Serial queries in the calibration (the issue asks for at least 500).
 const CALIBRATION_QUERIES: u64 = 500;
+/// Serial queries before those (see [`calibration::calibrate`]).
+const WARM_UP_QUERIES: u64 = calibration::WARM_UP_QUERIES;
 
 /// Serial single-connection latency of the query.
 pub struct Calibrate;
@@ -23,8 +25,8 @@ impl Experiment for Calibrate {
         "calibration"
     }
 
-    fn plan(&self, _: &Settings) -> Plan {
-        Plan::each(0, Duration::ZERO)
+    fn plan(&self, _: &Settings, query: Duration) -> Plan {
+        Plan::fixed(query * (CALIBRATION_QUERIES + WARM_UP_QUERIES) as u32)
     }
 
     async fn run(&self, run: &mut Run<'_>) -> Result<()> {

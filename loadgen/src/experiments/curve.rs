@@ -2,6 +2,8 @@
 //! concurrency C. Experiment B, the collapse, is read from these rows
 //! ([`crate::analysis::curve`]).
 
+use std::time::Duration;
+
 use anyhow::Result;
 use async_trait::async_trait;
 
@@ -20,7 +22,7 @@ impl Experiment for Curve {
         "A (curve)"
     }
 
-    fn plan(&self, s: &Settings) -> Plan {
+    fn plan(&self, s: &Settings, _: Duration) -> Plan {
         Plan::levels(s.conc_levels.len(), s)
     }
 

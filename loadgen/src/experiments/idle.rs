@@ -1,7 +1,9 @@
 //! Experiment D, the seed's idle-connections study: for each workload (the knee query, then a
-//! point-select mix) and each N in IDLE_LEVELS, N connections log in and stay idle while 4
+//! point-select mix) and each N in IDLE_LEVELS (default 0..1500), N connections log in and stay idle while 4
 //! clients run it; directly at the server, then through sluice (where idle clients hold no
 //! server connection at all).
+
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use async_trait::async_trait;
@@ -12,8 +14,6 @@ use crate::measure::level::{Mode, Target};
 use crate::settings::Settings;
 use crate::workload::{Mix, Workload};
 
-/// Idle connections held open while the active clients run (the seed study's 0..1500).
-pub const IDLE_LEVELS: &[usize] = &[0, 20, 100, 500, 1000, 1500];
 /// Active clients, as in the seed study (a pool of 4).
 const IDLE_ACTIVE_CLIENTS: usize = 4;
 /// The workloads of the active clients.
@@ -28,9 +28,12 @@ impl Experiment for Idle {
         "D (idle connections)"
     }
 
-    fn plan(&self, s: &Settings) -> Plan {
+    fn plan(&self, s: &Settings, _: Duration) -> Plan {
         let targets = if cfg!(feature = "proxy") { 2 } else { 1 };
-        Plan::levels(targets * IDLE_MIXES.len() * IDLE_LEVELS.len(), s)
+        let levels = targets * IDLE_MIXES.len() * s.idle_levels.len();
+        // Every level also opens its idle connections (about 1 ms each here).
+        let opened: usize = s.idle_levels.iter().sum::<usize>() * targets * IDLE_MIXES.len();
+        Plan::levels(levels, s).then(Plan::fixed(Duration::from_millis(opened as u64)))
     }
 
     async fn run(&self, run: &mut Run<'_>) -> Result<()> {
@@ -46,7 +49,7 @@ impl Experiment for Idle {
             )
             .await?;
             let r = idle_at(run, Target::Proxy, &proxy.url(), Some(IDLE_ACTIVE_CLIENTS)).await;
-            proxy.stop().await;
+            run.stop_proxy(proxy).await;
             r?;
         }
         Ok(())
@@ -73,7 +76,7 @@ async fn idle_levels(
 ) -> Result<()> {
     let ctx = run.ctx(url, Some(workload))?;
     run.cache.close().await;
-    for &n in IDLE_LEVELS {
+    for &n in &run.s.idle_levels.clone() {
         let idle = open_conns(&ctx.load, n)
             .await
             .with_context(|| format!("opening {n} idle connections to {}", target.name()))?;

@@ -1,6 +1,8 @@
 //! The open loop: Poisson arrivals at fractions of the measured peak, all direct rows, then all
 //! rows through the in-process pool at the best P of C. Latency counts from the intended start.
 
+use std::time::Duration;
+
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 
@@ -23,7 +25,7 @@ impl Experiment for OpenLoop {
         "open loop"
     }
 
-    fn plan(&self, s: &Settings) -> Plan {
+    fn plan(&self, s: &Settings, _: Duration) -> Plan {
         let own = Plan::levels(2 * s.open_fractions.len(), s);
         if self.after_curve {
             own

@@ -3,6 +3,8 @@
 //! server's Unix socket when it has one). sluice's pool size equals the clients, so there is
 //! no pool queueing and the difference from direct is the relay alone.
 
+use std::time::Duration;
+
 use anyhow::Result;
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
@@ -26,9 +28,9 @@ impl Experiment for Overhead {
         "overhead"
     }
 
-    fn plan(&self, s: &Settings) -> Plan {
-        // Direct, relay, sluice and sluice over the socket at each client count.
-        Plan::levels(4 * CLIENTS.len(), s)
+    fn plan(&self, s: &Settings, _: Duration) -> Plan {
+        // Direct and the relay, then sluice and sluice over the socket, at each client count.
+        Plan::levels(2 * CLIENTS.len(), s).then(Plan::sluice_levels(2 * CLIENTS.len(), s))
     }
 
     async fn run(&self, run: &mut Run<'_>) -> Result<()> {

@@ -1,6 +1,8 @@
 //! Experiment C, the pool fix: CLIENT_THREADS clients over an in-process fair FIFO pool of P
 //! connections, for each P in POOL_SIZES (latency includes the wait to borrow).
 
+use std::time::Duration;
+
 use anyhow::Result;
 use async_trait::async_trait;
 
@@ -18,7 +20,7 @@ impl Experiment for Pool {
         "C (pool)"
     }
 
-    fn plan(&self, s: &Settings) -> Plan {
+    fn plan(&self, s: &Settings, _: Duration) -> Plan {
         Plan::levels(s.pool_sizes.len(), s)
     }
 

@@ -1,6 +1,8 @@
 //! The proxy rows: CLIENT_THREADS clients through a fresh in-process sluice for each pool size
 //! P in POOL_SIZES, or through the external sluice at `--proxy-url`.
 
+use std::time::Duration;
+
 use anyhow::Result;
 use async_trait::async_trait;
 
@@ -18,13 +20,12 @@ impl Experiment for Proxy {
         "proxy"
     }
 
-    fn plan(&self, s: &Settings) -> Plan {
-        let levels = if s.proxy_url.is_some() {
-            1
+    fn plan(&self, s: &Settings, _: Duration) -> Plan {
+        if s.proxy_url.is_some() {
+            Plan::levels(1, s)
         } else {
-            s.pool_sizes.len()
-        };
-        Plan::levels(levels, s)
+            Plan::sluice_levels(s.pool_sizes.len(), s)
+        }
     }
 
     async fn run(&self, run: &mut Run<'_>) -> Result<()> {

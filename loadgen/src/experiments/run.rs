@@ -12,6 +12,8 @@ use mysql_async::Conn;
 use crate::measure::client::LevelCtx;
 use crate::measure::conns::ConnCache;
 use crate::measure::level::{run_level, Arrival, LevelResult, LevelSpec, Mode, Target};
+#[cfg(feature = "proxy")]
+use crate::measure::monitor::kill_running_queries;
 use crate::progress::Progress;
 use crate::report::Report;
 use crate::settings::Settings;
@@ -20,37 +22,62 @@ use crate::workload::{conn_opts, Workload};
 /// One experiment: what it plans to take, and how it runs.
 #[async_trait(?Send)]
 pub trait Experiment {
-    /// Short name, for the plan printed at start.
+    /// Short name, for the plan printed at start and the progress display.
     fn name(&self) -> &'static str;
 
-    /// What it plans to measure with these settings (for the progress display).
-    fn plan(&self, s: &Settings) -> Plan;
+    /// The wall time it plans with these settings, when one serial query takes `query`
+    /// (assumed until the calibration measures it).
+    fn plan(&self, s: &Settings, query: Duration) -> Plan;
 
-    /// Runs it: rows, metadata, notes and findings go to `run.report`.
+    /// Runs it: rows, metadata and notes go to `run.report`.
     async fn run(&self, run: &mut Run<'_>) -> Result<()>;
 }
 
-/// The wall time an experiment plans: its measured levels, warm-ups included.
+/// What a level costs besides its warm-up and window, by how its clients connect: opening
+/// and trimming connections, the mid-window monitor query, cancelling what is still running
+/// at the close, the merge. Estimated from the smoke runs in loadgen/README.md, rounded up.
+pub const DIRECT_LEVEL_SETUP: Duration = Duration::from_millis(1000);
+/// The same through a fresh in-process sluice: its start, 512 client logins through it, the
+/// clients' half-second wait for answers after the close, its stop.
+pub const SLUICE_LEVEL_SETUP: Duration = Duration::from_millis(2500);
+
+/// The wall time an experiment plans.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Plan {
     /// Measured levels.
     pub levels: u32,
     /// Warm-ups plus windows of those levels.
     pub measured: Duration,
+    /// Everything else it waits for: level setups and drains, proxy starts, serial queries.
+    pub fixed: Duration,
 }
 
 impl Plan {
-    /// `levels` levels of one warm-up and one window each.
+    /// `levels` levels of one warm-up and one window each, on direct or pooled connections.
     pub fn levels(levels: usize, s: &Settings) -> Plan {
-        Plan::each(levels, s.warmup + s.window)
+        Plan::each(levels, s.warmup + s.window, DIRECT_LEVEL_SETUP)
     }
 
-    /// `levels` levels of `each` (warm-up included).
-    pub fn each(levels: usize, each: Duration) -> Plan {
+    /// `levels` levels of one warm-up and one window each, each through a fresh sluice.
+    pub fn sluice_levels(levels: usize, s: &Settings) -> Plan {
+        Plan::each(levels, s.warmup + s.window, SLUICE_LEVEL_SETUP)
+    }
+
+    /// `levels` levels of `each` (warm-up included) plus `setup` each.
+    pub fn each(levels: usize, each: Duration, setup: Duration) -> Plan {
         let levels = u32::try_from(levels).unwrap_or(u32::MAX);
         Plan {
             levels,
             measured: each * levels,
+            fixed: setup * levels,
+        }
+    }
+
+    /// Only fixed time (serial queries, seeding).
+    pub fn fixed(fixed: Duration) -> Plan {
+        Plan {
+            fixed,
+            ..Plan::default()
         }
     }
 
@@ -59,7 +86,13 @@ impl Plan {
         Plan {
             levels: self.levels + other.levels,
             measured: self.measured + other.measured,
+            fixed: self.fixed + other.fixed,
         }
+    }
+
+    /// All of it.
+    pub fn total(&self) -> Duration {
+        self.measured + self.fixed
     }
 }
 
@@ -160,8 +193,17 @@ impl Run<'_> {
     ) -> Result<()> {
         let ctx = self.ctx(&proxy.url(), workload)?;
         let r = self.measure_fresh(&ctx, spec, label).await;
-        proxy.stop().await;
+        self.stop_proxy(proxy).await;
         r
+    }
+
+    /// Stops an in-process sluice, then cancels what its backends were still running on the
+    /// server (statements dispatched from its queue after the window closed), so the next
+    /// level starts on an idle server.
+    #[cfg(feature = "proxy")]
+    pub async fn stop_proxy(&mut self, proxy: crate::targets::in_process::InProcessProxy) {
+        proxy.stop().await;
+        kill_running_queries(&mut self.monitor).await;
     }
 
     /// Measures one level on `cache`, logs its line and records its row.

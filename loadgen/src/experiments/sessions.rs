@@ -7,6 +7,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::time::Duration;
+
 use anyhow::Result;
 use async_trait::async_trait;
 
@@ -47,8 +49,8 @@ impl Experiment for Sessions {
         "S (sessions)"
     }
 
-    fn plan(&self, s: &Settings) -> Plan {
-        Plan::levels(DIRECT.len() + THROUGH_SLUICE.len(), s)
+    fn plan(&self, s: &Settings, _: Duration) -> Plan {
+        Plan::levels(DIRECT.len(), s).then(Plan::sluice_levels(THROUGH_SLUICE.len(), s))
     }
 
     async fn run(&self, run: &mut Run<'_>) -> Result<()> {
@@ -89,7 +91,7 @@ impl Experiment for Sessions {
                 run.report
                     .meta(&key("backends_opened"), get(&stats.backend_connects));
             }
-            proxy.stop().await;
+            run.stop_proxy(proxy).await;
             r?;
         }
         Ok(())

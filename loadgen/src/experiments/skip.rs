@@ -1,6 +1,8 @@
 //! Stands in for an experiment that needs the in-process sluice when loadgen was built
 //! without the `proxy` feature: it says so, or fails when nothing else could run.
 
+use std::time::Duration;
+
 use anyhow::Result;
 use async_trait::async_trait;
 
@@ -32,7 +34,7 @@ impl Experiment for Skip {
         self.what
     }
 
-    fn plan(&self, _: &Settings) -> Plan {
+    fn plan(&self, _: &Settings, _: Duration) -> Plan {
         Plan::default()
     }
 

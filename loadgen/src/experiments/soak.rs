@@ -71,8 +71,10 @@ impl Experiment for Soak {
         "soak"
     }
 
-    fn plan(&self, _: &Settings) -> Plan {
-        Plan::each(1, SoakPlan::new(self.short, 0).duration())
+    fn plan(&self, _: &Settings, _: Duration) -> Plan {
+        // Plus opening the 10,000 idle clients (about 1 ms each).
+        let open = Duration::from_millis(IDLE_CLIENTS as u64);
+        Plan::each(1, SoakPlan::new(self.short, 0).duration(), open)
     }
 
     async fn run(&self, run: &mut Run<'_>) -> Result<()> {

@@ -8,6 +8,9 @@ use mysql_async::Conn;
 use rand::Rng;
 
 use super::stats;
+
+/// Unmeasured serial queries before the calibration's, after the first.
+pub const WARM_UP_QUERIES: u64 = 20;
 use crate::workload::Workload;
 
 /// Serial single-connection latency of the query.
@@ -33,7 +36,7 @@ pub async fn calibrate(
     rng: &mut impl Rng,
 ) -> Result<Calibration> {
     let rows: Vec<(i32, i32)> = conn.query(workload.query(rng)).await?;
-    for _ in 0..20 {
+    for _ in 0..WARM_UP_QUERIES {
         conn.query_drop(workload.query(rng)).await?;
     }
     let mut h = stats::new_histogram();

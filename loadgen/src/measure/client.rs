@@ -122,11 +122,14 @@ pub enum Lane {
 }
 
 impl Lane {
-    /// Runs one query: `Some(answer)`, or `None` still waiting for a pooled connection when the window closed (given up: it
-    /// is reported as unfinished, and running it would only delay the next level).
+    /// Runs one query: `Some(answer)`, or `None` when it was given up: still waiting for a
+    /// pooled connection when the window closed, or still unanswered [`ABANDON_AFTER`] later.
+    /// Either way it is reported as unfinished at its age at the close, and waiting for it
+    /// would only delay the next level.
     async fn run(&mut self, stmt: &Stmt, opts: &Opts, close: Instant) -> Option<Answer> {
+        let give_up = close + ABANDON_AFTER;
         match self {
-            Lane::Own(slot) => Some(run_on(slot, stmt, opts).await),
+            Lane::Own(slot) => run_until(slot, stmt, opts, give_up).await,
             Lane::Shared(pool) => {
                 // tokio's Semaphore is FIFO: the longest waiter gets the next connection.
                 let permit = tokio::select! {
@@ -134,15 +137,40 @@ impl Lane {
                     _ = sleep_until(close.into()) => return None,
                 };
                 let mut slot = pool.idle.lock().ok().and_then(|mut v| v.pop()).flatten();
-                let ok = run_on(&mut slot, stmt, opts).await;
+                let ok = run_until(&mut slot, stmt, opts, give_up).await;
                 if let Ok(mut idle) = pool.idle.lock() {
                     idle.push(slot);
                 }
                 drop(permit);
-                Some(ok)
+                ok
             }
         }
     }
+}
+
+/// How long after the window closes a client still waits for an answer. Statements running
+/// on the server are cancelled at the close and answer within milliseconds, so their
+/// connections stay usable for the next level; what is still unanswered after this waits in
+/// a proxy's queue, and with 512 clients queued behind a few slots that queue would take
+/// (clients x query time / slots) to drain, several seconds a level at 10 ms a query.
+pub const ABANDON_AFTER: Duration = Duration::from_millis(500);
+
+/// [`run_on`], unless `give_up` comes first: then the connection is dropped mid-statement
+/// (its state is unknown; the next query reconnects) and the query counts as unfinished.
+async fn run_until(
+    slot: &mut Option<Conn>,
+    stmt: &Stmt,
+    opts: &Opts,
+    give_up: Instant,
+) -> Option<Answer> {
+    let answer = tokio::select! {
+        a = run_on(slot, stmt, opts) => Some(a),
+        _ = sleep_until(give_up.into()) => None,
+    };
+    if answer.is_none() {
+        *slot = None;
+    }
+    answer
 }
 
 async fn run_on(slot: &mut Option<Conn>, stmt: &Stmt, opts: &Opts) -> Answer {
@@ -186,6 +214,8 @@ pub struct ClientOutcome {
     pub shed: u64,
     /// Ages at window close of its requests still unfinished then, µs.
     pub unfinished_us: Vec<u64>,
+    /// Answered queries in each slice of the window.
+    pub slices: Vec<u64>,
     /// Its connection (or pool handle), handed back for the next level.
     pub lane: Lane,
     /// Part of an open-loop stream next to closed-loop clients (experiment F).
@@ -197,6 +227,26 @@ pub struct Clock {
     pub base: Instant,
     pub t0: Instant,
     pub t1: Instant,
+    /// The window is cut into this many equal slices for the QPS noise.
+    pub slices: usize,
+}
+
+impl Clock {
+    /// The slice of the window that `t` (inside it) falls in.
+    fn slice_of(&self, t: Instant) -> usize {
+        let window = (self.t1 - self.t0).as_secs_f64();
+        let at = t.saturating_duration_since(self.t0).as_secs_f64();
+        if window <= 0.0 {
+            return 0;
+        }
+        ((at / window * self.slices as f64) as usize).min(self.slices.saturating_sub(1))
+    }
+}
+
+/// Slices of a window: about one a second, at least 2 (so there is a spread) and at most
+/// 120 (so a long window does not cost a vector per client).
+pub fn slices_for(window: Duration) -> usize {
+    (window.as_secs_f64().round() as usize).clamp(2, 120)
 }
 
 /// A duration in whole µs (saturating).
@@ -275,6 +325,7 @@ pub async fn client_task(
         errors: 0,
         shed: 0,
         unfinished_us: Vec::new(),
+        slices: vec![0; clock.slices],
         lane: Lane::Own(None),
         open: false,
     };
@@ -342,6 +393,9 @@ pub async fn client_task(
                 Some(Answer::Ok) => {
                     out.hist.saturating_record(us(end - due).max(1));
                     out.done += 1;
+                    if let Some(n) = out.slices.get_mut(clock.slice_of(end)) {
+                        *n += 1;
+                    }
                 }
                 Some(Answer::Shed) => out.shed += 1,
                 _ => out.errors += 1,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use mysql_async::Conn;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use tokio::time::sleep_until;
 
@@ -136,7 +136,9 @@ pub struct LevelSpec {
 }
 
 /// One CSV row: every metric of one level. Column meanings are in `results/README.md`.
-#[derive(Debug, Clone, Default, Serialize)]
+/// Columns a CSV lacks (one written before they existed) read as their default.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LevelResult {
     pub experiment: String,
     pub target: String,
@@ -197,6 +199,9 @@ pub struct LevelResult {
     pub threads_running_mean: Option<f64>,
     /// Experiment E: mean concurrency limit over the window (auto: as it moved).
     pub limit_mean: Option<f64>,
+    /// Standard error of `qps`, from the QPS of about one-second slices of the window (the
+    /// noise the recommendation compares pool sizes with). Empty in CSVs from before it.
+    pub qps_se: Option<f64>,
 }
 
 /// Runs one level. `monitor` is a direct server connection opened before any load;
@@ -243,6 +248,7 @@ async fn spawn(ctx: &Arc<LevelCtx>, spec: &LevelSpec, cache: &mut ConnCache) -> 
         base,
         t0: base + spec.warmup,
         t1: base + spec.warmup + spec.window,
+        slices: client::slices_for(spec.window),
     });
     let stream = spec
         .open_stream
@@ -314,6 +320,8 @@ struct Totals {
     errors: u64,
     shed: u64,
     unfinished_us: Vec<u64>,
+    /// Answered queries per slice of the window, all clients.
+    slices: Vec<u64>,
     backend_conns: usize,
 }
 
@@ -334,6 +342,7 @@ async fn merge(run: Running) -> Result<Merged> {
         errors: 0,
         shed: 0,
         unfinished_us: Vec::new(),
+        slices: vec![0; run.clock.slices],
         backend_conns: run.backend_conns,
     };
     let mut lanes = Vec::with_capacity(run.tasks.len());
@@ -354,6 +363,9 @@ async fn merge(run: Running) -> Result<Merged> {
         t.errors += o.errors;
         t.shed += o.shed;
         t.unfinished_us.extend(o.unfinished_us);
+        for (sum, n) in t.slices.iter_mut().zip(&o.slices) {
+            *sum += n;
+        }
         lanes.push(o.lane);
     }
     if let Some(mut a) = run.stream.as_ref().and_then(|s| s.lock().ok()) {
@@ -451,5 +463,6 @@ fn row(ctx: &LevelCtx, spec: &LevelSpec, t: &Totals, w: &Window) -> LevelResult 
             .map(|_| stats::latency(&t.open_hist).p99_ms),
         threads_running_mean: None,
         limit_mean: None,
+        qps_se: Some(stats::qps_se(&t.slices, window_s)),
     }
 }

@@ -152,6 +152,21 @@ pub fn ratio(a: f64, b: f64) -> f64 {
     }
 }
 
+/// Standard error of a window's QPS from its answered counts per equal slice: the sample
+/// standard deviation of the slices' QPS over the square root of their number (0 with
+/// fewer than two slices).
+pub fn qps_se(slices: &[u64], window_s: f64) -> f64 {
+    let n = slices.len();
+    if n < 2 || window_s <= 0.0 {
+        return 0.0;
+    }
+    let slice_s = window_s / n as f64;
+    let qps: Vec<f64> = slices.iter().map(|&c| c as f64 / slice_s).collect();
+    let mean = qps.iter().sum::<f64>() / n as f64;
+    let var = qps.iter().map(|q| (q - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    var.sqrt() / (n as f64).sqrt()
+}
+
 /// Requests unfinished at window close: how many, and the oldest one's age in ms.
 pub fn unfinished(ages_us: &[u64]) -> (usize, f64) {
     let oldest = ages_us.iter().copied().max().unwrap_or(0);
@@ -215,6 +230,17 @@ mod tests {
         assert!(close(s.median, 2.5));
         assert!(close(s.jain, 144.0 / (4.0 * 66.0)));
         assert!(close(spread(&[3, 1, 2]).median, 2.0));
+    }
+
+    #[test]
+    fn qps_noise_is_the_standard_error_of_the_slices() {
+        // 4 one-second slices of 90, 110, 90, 110 answers: QPS 100, sd 11.55, se 5.77.
+        let se = qps_se(&[90, 110, 90, 110], 4.0);
+        assert!((se - 20.0 / 3f64.sqrt() / 2.0).abs() < 1e-9, "{se}");
+        // The same counts in half-second slices are twice the QPS and twice the noise.
+        assert!((qps_se(&[90, 110, 90, 110], 2.0) - 2.0 * se).abs() < 1e-9);
+        assert_eq!(qps_se(&[100, 100, 100], 3.0), 0.0);
+        assert_eq!(qps_se(&[100], 1.0), 0.0);
     }
 
     #[test]
