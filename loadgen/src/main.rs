@@ -50,6 +50,9 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    if let cli::Command::Report { dir } = &cli.command {
+        return rewrite_report(dir);
+    }
     let host_cpus = dbkit::affinity::thread_cpus(0)
         .unwrap_or_else(|_| (0..dbkit::affinity::online_cpus()).collect());
     let settings = match Settings::from_cli(cli, host_cpus) {
@@ -85,6 +88,29 @@ fn main() -> ExitCode {
     match result {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::Interrupted) => ExitCode::from(130),
+        Err(e) => {
+            eprintln!("loadgen: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `loadgen report <dir>`: no server, no runtime; prints the new summary.
+fn rewrite_report(dir: &std::path::Path) -> ExitCode {
+    match report::rewrite(dir) {
+        Ok((summary, plots)) => {
+            println!("{summary}");
+            eprintln!(
+                "loadgen: rewrote {} and drew {} from its CSVs",
+                dir.join(report::SUMMARY).display(),
+                if plots.is_empty() {
+                    "no plots".to_string()
+                } else {
+                    plots.join(", ")
+                }
+            );
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("loadgen: {e:#}");
             ExitCode::FAILURE
@@ -178,7 +204,7 @@ async fn run(s: Settings) -> Result<Outcome> {
     written.context("writing the report")?;
     teardown.context("tearing the server down")?;
     eprintln!("loadgen: results in {}", report.dir.display());
-    if let Ok(summary) = std::fs::read_to_string(report.dir.join("summary.txt")) {
+    if let Ok(summary) = std::fs::read_to_string(report.dir.join(report::SUMMARY)) {
         if matches!(outcome, Ok(Outcome::Done)) {
             println!("{summary}");
         }

@@ -2,6 +2,7 @@
 //! against auto, and what the auto run's timeline shows (time to 95 % of the best fixed P, the
 //! steady state, how fast the limit followed the server losing a CPU). Pure functions.
 
+use crate::measure::level::LevelResult;
 use crate::measure::stats::mean;
 use crate::measure::timeline::{TimelineRow, SAMPLE};
 
@@ -87,6 +88,86 @@ pub fn auto_findings(samples: &[TimelineRow], best_qps: f64, repin_s: Option<f64
         }
     }
     f
+}
+
+/// Everything E's summary and metadata say, from its rows and timeline.
+#[derive(Debug, PartialEq)]
+pub struct EFindings {
+    /// The sweep's best fixed P and its QPS.
+    pub best_p: usize,
+    pub best_qps: f64,
+    /// The auto run's timeline read against that.
+    pub auto: AutoFindings,
+    /// When the server was re-pinned from 2 CPUs to 1, seconds into the auto run.
+    pub repin_s: Option<f64>,
+    /// The paired rounds.
+    pub rounds: Option<Rounds>,
+    /// The rounds' mean fixed-P QPS: the best P re-measured.
+    pub fixed_mean: Option<f64>,
+    /// Each round's fresh auto: seconds until its 1 s rolling QPS reached 95 % of that.
+    pub reach: Vec<Option<f64>>,
+}
+
+impl EFindings {
+    /// Rounds whose auto reached 95 % of the re-measured best within 10 s.
+    pub fn reached_within_10s(&self) -> usize {
+        self.reach.iter().flatten().filter(|t| **t <= 10.0).count()
+    }
+}
+
+/// The sweep's best fixed P: the first with the most QPS, as the sweep found it.
+pub fn best_fixed(e_rows: &[&LevelResult]) -> Option<(usize, f64)> {
+    e_rows
+        .iter()
+        .filter(|r| r.pool_mode.as_deref() == Some("fixed"))
+        .fold(None, |best: Option<(usize, f64)>, r| match best {
+            Some((_, q)) if r.qps <= q => best,
+            _ => Some((r.pool_size.unwrap_or(0), r.qps)),
+        })
+}
+
+/// E's findings: `e_rows` (the sweep and auto), `e2_rows` (the rounds), the timeline of every
+/// configuration, and when the re-pin happened. `None` without a fixed-P row.
+pub fn e_findings(
+    e_rows: &[&LevelResult],
+    e2_rows: &[&LevelResult],
+    timeline: &[TimelineRow],
+    repin_s: Option<f64>,
+) -> Option<EFindings> {
+    let (best_p, best_qps) = best_fixed(e_rows)?;
+    let samples_of = |config: &str| -> Vec<TimelineRow> {
+        timeline
+            .iter()
+            .filter(|s| s.config == config)
+            .cloned()
+            .collect()
+    };
+    let auto = auto_findings(&samples_of("auto"), best_qps, repin_s);
+    let paired: Vec<(bool, f64)> = e2_rows
+        .iter()
+        .map(|r| (r.pool_mode.as_deref() == Some("auto"), r.qps))
+        .collect();
+    let rounds = rounds(&paired);
+    // The sweep's best is the maximum of several noisy windows, so it overstates that P's
+    // QPS; the rounds re-measure it. Time-to-95 % against that, for every fresh auto.
+    let fixed_mean = rounds.as_ref().and_then(|r| mean(r.fixed.iter().copied()));
+    let reach = match (&rounds, fixed_mean) {
+        (Some(r), Some(fixed_mean)) => (1..=r.auto.len())
+            .map(|n| {
+                auto_findings(&samples_of(&format!("round {n} auto")), fixed_mean, None).reach_95_s
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    Some(EFindings {
+        best_p,
+        best_qps,
+        auto,
+        repin_s,
+        rounds,
+        fixed_mean,
+        reach,
+    })
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use anyhow::Result;
 use async_trait::async_trait;
 
 use super::run::{Experiment, Plan, Run, SLUICE_LEVEL_SETUP};
-use crate::analysis::adaptive::{auto_findings, rounds};
+use crate::analysis::adaptive::e_findings;
 use crate::measure::client::Live;
 use crate::measure::conns::ConnCache;
 use crate::measure::level::{Mode, Target};
@@ -153,7 +153,7 @@ async fn adaptive(run: &mut Run<'_>) -> Result<()> {
         dbkit::affinity::pin_process(pid, &run.s.server_cpus)?;
     }
     result?;
-    adaptive_findings(run, fixed_best);
+    adaptive_meta(run);
     Ok(())
 }
 
@@ -258,142 +258,48 @@ async fn adaptive_config(
     Ok(qps)
 }
 
-/// E's summary lines and metadata.
-fn adaptive_findings(run: &mut Run<'_>, best: Option<(usize, f64)>) {
-    let Some((best_p, best_qps)) = best else {
-        return;
-    };
-    let auto: Vec<TimelineRow> = run
-        .report
-        .timeline
-        .iter()
-        .filter(|s| s.config == "auto")
-        .cloned()
-        .collect();
+/// E's metadata, from the same findings the summary prints.
+fn adaptive_meta(run: &mut Run<'_>) {
     let repin_s = run
         .report
-        .meta
-        .iter()
-        .find(|(k, _)| k == "e_repin_at_s")
-        .and_then(|(_, v)| v.parse().ok());
-    let f = auto_findings(&auto, best_qps, repin_s);
-    let fmt = |v: Option<f64>, unit: &str| match v {
-        Some(v) => format!("{v:.1}{unit}"),
-        None => "n/a".into(),
+        .meta_value("e_repin_at_s")
+        .and_then(|v| v.parse().ok());
+    let Some(f) = e_findings(
+        &run.report.rows_of("E"),
+        &run.report.rows_of("E2"),
+        &run.report.timeline,
+        repin_s,
+    ) else {
+        return;
     };
-    let cpus = 2.0;
-    let mut lines = vec![format!(
-        "Experiment E: {} clients through sluice, pool_size = auto against fixed P {:?}",
-        run.s.client_threads, run.s.pool_sizes
-    )];
-    lines.push(format!(
-        "best fixed P = {best_p} at {best_qps:.0} QPS; auto reached >= 95% of it (1 s rolling QPS) after {} \
-         (goal: within 10 s).",
-        fmt(f.reach_95_s, " s")
-    ));
-    if let Some(q) = f.steady_qps {
-        lines.push(format!(
-            "auto before the re-pin (steady part): {q:.0} QPS = {:.1}% of best fixed, mean limit {}, \
-             mean Threads_running {} vs 2 x {cpus:.0} server CPUs = {:.0} (the monitor's own query counts as 1).",
-            100.0 * q / best_qps,
-            fmt(f.limit_before, ""),
-            fmt(f.steady_threads_running, ""),
-            2.0 * cpus
-        ));
-    }
-    match repin_s {
-        Some(r) => lines.push(format!(
-            "server re-pinned from 2 CPUs to 1 at {r:.1} s: mean limit {} -> {} after; the limit got there {} \
-             after the re-pin (goal: within 10 s).",
-            fmt(f.limit_before, ""),
-            fmt(f.limit_after, ""),
-            fmt(f.follow_s, " s")
-        )),
-        None => lines.push("the server was not re-pinned (not a local process, or one CPU)".into()),
-    }
-    let paired: Vec<(bool, f64)> = run
-        .report
-        .rows_of("E2")
-        .iter()
-        .map(|r| (r.pool_mode.as_deref() == Some("auto"), r.qps))
-        .collect();
-    if let Some(r) = rounds(&paired) {
-        let list = |v: &[f64]| {
-            v.iter()
-                .map(|q| format!("{q:.0}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        lines.push(format!(
-            "paired rounds (fixed P={best_p} and a fresh auto alternating, both measured from {} s after start \
-             over the same window): fixed {} QPS, auto {} QPS; auto / fixed = {:.1}% of the means (goal >= 95%).",
-            ROUND_START.as_secs(),
-            list(&r.fixed),
-            list(&r.auto),
-            100.0 * r.ratio
-        ));
+    if let (Some(r), Some(fixed_mean)) = (&f.rounds, f.fixed_mean) {
         run.report
             .meta("e_rounds_auto_ratio_vs_fixed", format!("{:.3}", r.ratio));
-        // The sweep's best is the maximum of several noisy windows, so it overstates that
-        // P's QPS; the rounds re-measure it. Time-to-95 % against that, for every fresh auto.
-        if let Some(fixed_mean) = mean(r.fixed.iter().copied()) {
-            let reach: Vec<Option<f64>> = (1..=r.auto.len())
-                .map(|n| {
-                    let name = format!("round {n} auto");
-                    let samples: Vec<TimelineRow> = run
-                        .report
-                        .timeline
-                        .iter()
-                        .filter(|s| s.config == name)
-                        .cloned()
-                        .collect();
-                    auto_findings(&samples, fixed_mean, None).reach_95_s
-                })
-                .collect();
-            let within = reach.iter().flatten().filter(|t| **t <= 10.0).count();
-            lines.push(format!(
-                "re-measured in the rounds, P={best_p} averages {fixed_mean:.0} QPS; each round's fresh auto reached \
-                 95% of that (1 s rolling QPS) after {} s: {within} of {} within 10 s.",
-                reach
-                    .iter()
-                    .map(|t| fmt(*t, ""))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                reach.len()
-            ));
-            run.report
-                .meta("e_rounds_fixed_mean_qps", format!("{fixed_mean:.1}"));
-            run.report.meta(
-                "e_rounds_auto_reach_95pct_within_10s",
-                format!("{within}/{}", reach.len()),
-            );
-        }
+        run.report
+            .meta("e_rounds_fixed_mean_qps", format!("{fixed_mean:.1}"));
+        run.report.meta(
+            "e_rounds_auto_reach_95pct_within_10s",
+            format!("{}/{}", f.reached_within_10s(), f.reach.len()),
+        );
     }
-    if run.s.host_cpus.len() <= 2 {
-        lines.push(format!(
-            "note: this host has {} CPUs, so with the server on 2 of them loadgen (512 clients) and sluice compete \
-             with it for the same cores; the ratios above are side by side in one run.",
-            run.s.host_cpus.len()
-        ));
-    }
+    let a = &f.auto;
     for (k, v) in [
-        ("e_best_fixed_p", Some(best_p as f64)),
-        ("e_best_fixed_qps", Some(best_qps)),
-        ("e_auto_reach_95pct_s", f.reach_95_s),
-        ("e_auto_steady_qps", f.steady_qps),
+        ("e_best_fixed_p", Some(f.best_p as f64)),
+        ("e_best_fixed_qps", Some(f.best_qps)),
+        ("e_auto_reach_95pct_s", a.reach_95_s),
+        ("e_auto_steady_qps", a.steady_qps),
         (
             "e_auto_steady_qps_ratio_vs_best_fixed",
-            f.steady_qps.map(|q| q / best_qps),
+            a.steady_qps.map(|q| q / f.best_qps),
         ),
-        ("e_auto_threads_running_mean", f.steady_threads_running),
-        ("e_auto_limit_mean_before_repin", f.limit_before),
-        ("e_auto_limit_mean_after_repin", f.limit_after),
-        ("e_auto_follow_s", f.follow_s),
+        ("e_auto_threads_running_mean", a.steady_threads_running),
+        ("e_auto_limit_mean_before_repin", a.limit_before),
+        ("e_auto_limit_mean_after_repin", a.limit_after),
+        ("e_auto_follow_s", a.follow_s),
     ] {
         run.report.meta(
             k,
             v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.3}")),
         );
     }
-    run.report.findings.push(lines.join("\n"));
 }

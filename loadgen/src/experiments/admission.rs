@@ -3,14 +3,14 @@
 //! CLIENT_THREADS/2 more connections: directly, through sluice with an unbounded queue, and
 //! through sluice with `max_queue_wait`; it counts what admission control sheds.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::Result;
 use async_trait::async_trait;
 
 use super::run::{Experiment, Plan, Run};
-use crate::measure::level::{LevelResult, Mode, Target};
+use crate::analysis::admission::{f_findings, shed_fraction};
+use crate::measure::level::{Mode, Target};
 use crate::settings::Settings;
 use crate::targets::in_process::InProcessProxy;
 
@@ -51,7 +51,6 @@ async fn admission(run: &mut Run<'_>) -> Result<()> {
     // it on more CPUs): the closed-loop clients alone through sluice at the same P.
     let peak = admission_proxy_row(run, &backend_addr, pool, None, None).await?;
     let rate = run.s.admission_load * peak;
-    let target_ms = run.s.max_queue_wait.as_secs_f64() * 1e3;
     run.report.meta("f_peak_qps", format!("{peak:.1}"));
     run.report.meta("f_pool_size", pool);
     run.report.meta("f_open_qps", format!("{rate:.1}"));
@@ -64,7 +63,7 @@ async fn admission(run: &mut Run<'_>) -> Result<()> {
     for queue_wait in [None, Some(run.s.max_queue_wait)] {
         admission_proxy_row(run, &backend_addr, pool, Some((open_n, rate)), queue_wait).await?;
     }
-    admission_findings(run, peak, pool, target_ms);
+    admission_meta(run);
     Ok(())
 }
 
@@ -110,73 +109,16 @@ fn admission_pool(run: &Run<'_>) -> usize {
         .unwrap_or(2 * run.s.server_cpus.len())
 }
 
-fn admission_findings(run: &mut Run<'_>, peak: f64, pool: usize, target_ms: f64) {
-    let rows: Vec<LevelResult> = run.report.rows_of("F").into_iter().cloned().collect();
-    // One service time: what a statement holds its slot for at the best fixed P.
-    let service_ms = pool as f64 / peak * 1e3;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "Experiment F: {} closed-loop clients + a Poisson stream at {:.1}x the peak ({:.0} QPS) on {} more \
-         connections; sluice with pool_size = {pool}",
-        run.s.client_threads,
-        run.s.admission_load,
-        run.s.admission_load * peak,
-        rows.iter().find_map(|r| r.open_clients).unwrap_or(0)
-    );
-    let _ = writeln!(
-        out,
-        "peak (the closed-loop clients alone, same P and pinning) {peak:.0} QPS; one service time at P={pool} = {service_ms:.1} ms; goal for admitted p99: <= \
-         {target_ms:.0} + {service_ms:.1} = {:.0} ms; throughput >= 95% of peak.",
-        target_ms + service_ms
-    );
-    for r in &rows {
-        let name = match (r.target.as_str(), r.max_queue_wait_ms) {
-            ("direct", _) => "direct".to_string(),
-            (_, None) if r.open_clients.is_none() => "sluice, no overload (peak)".to_string(),
-            (_, None) => "sluice, unbounded queue".to_string(),
-            (_, Some(t)) => format!("sluice, max_queue_wait {t:.0} ms"),
-        };
-        let shed = if r.attempts > 0 {
-            r.shed as f64 / r.attempts as f64
-        } else {
-            0.0
-        };
-        let _ = writeln!(
-            out,
-            "{name:<32} {:>6.0} QPS ({:.1}% of peak), admitted p99 {:.1} ms{}, \
-             p99 incl. unfinished {:.1} ms, shed {:.1}% ({} of {}), errors {}, closed-loop clients served {}/{} (Jain {:.2})",
-            r.qps,
-            100.0 * r.qps / peak,
-            r.p99_ms,
-            match (r.p99_closed_ms, r.p99_open_ms) {
-                (Some(c), Some(o)) => format!(" (closed {c:.1}, open {o:.1})"),
-                _ => String::new(),
-            },
-            r.p99_with_inflight_ms,
-            100.0 * shed,
-            r.shed,
-            r.attempts,
-            r.errors,
-            r.clients_served,
-            r.clients - r.open_clients.unwrap_or(0),
-            r.jain_index
-        );
-        if r.max_queue_wait_ms.is_some() {
-            run.report
-                .meta("f_admitted_p99_ms", format!("{:.2}", r.p99_ms));
-            run.report.meta("f_shed_fraction", format!("{shed:.4}"));
-            run.report
-                .meta("f_qps_ratio_vs_peak", format!("{:.3}", r.qps / peak));
-            let ok = r.p99_ms <= target_ms + service_ms && r.qps >= 0.95 * peak;
-            let _ = writeln!(
-                out,
-                "admission control {} the goal (p99 {:.1} <= {:.0} ms and QPS >= 95% of peak).",
-                if ok { "meets" } else { "misses" },
-                r.p99_ms,
-                target_ms + service_ms
-            );
-        }
-    }
-    run.report.findings.push(out.trim_end().to_string());
+/// F's metadata, from the same findings the summary prints.
+fn admission_meta(run: &mut Run<'_>) {
+    let rows = run.report.rows_of("F");
+    let Some(f) = f_findings(&rows) else { return };
+    let Some(capped) = rows.iter().find(|r| r.max_queue_wait_ms.is_some()) else {
+        return;
+    };
+    let (p99, shed, ratio) = (capped.p99_ms, shed_fraction(capped), capped.qps / f.peak);
+    run.report.meta("f_admitted_p99_ms", format!("{p99:.2}"));
+    run.report.meta("f_shed_fraction", format!("{shed:.4}"));
+    run.report
+        .meta("f_qps_ratio_vs_peak", format!("{ratio:.3}"));
 }

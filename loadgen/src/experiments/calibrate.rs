@@ -46,6 +46,9 @@ impl Experiment for Calibrate {
             .meta("calibration_p99_ms", format!("{:.3}", cal.p99_ms));
         run.report
             .meta("calibration_mean_ms", format!("{:.3}", cal.mean_ms));
+        if let Some(n) = cal.rows_returned {
+            run.report.meta("calibration_rows_returned", n);
+        }
         run.report.calibration = Some(cal);
         Ok(())
     }

@@ -21,7 +21,6 @@ use crate::measure::conns::{close_conns, open_conns, ConnCache};
 use crate::measure::level::{run_level, Mode, Target};
 use crate::measure::timeline::SoakSample;
 use crate::progress::Progress;
-use crate::report::plots;
 use crate::settings::Settings;
 use crate::targets::sluice_child::{metric_sum, proc_fds, proc_rss_mib, SluiceChild};
 
@@ -151,7 +150,8 @@ async fn soak_with(run: &mut Run<'_>, sluice: &SluiceChild, plan: SoakPlan) -> R
     }
     close_conns(idle).await;
     let verdict = Verdict::of(&samples, errors + idle_errors);
-    plots::soak(&run.report.dir.join("soak.svg"), &samples)?;
+    // soak.svg is drawn with the other plots when the run's report is written.
+    run.report.soak = samples;
     for line in verdict.lines(idle_errors) {
         run.progress.log(format!("soak: {line}"));
         run.report.notes.push(line);

@@ -25,7 +25,7 @@ pub struct Calibration {
     /// Mean latency, ms.
     pub mean_ms: f64,
     /// Rows the first query returned (50 expected).
-    pub rows_returned: usize,
+    pub rows_returned: Option<usize>,
 }
 
 /// Runs `queries` serial queries on `conn` (after a short warm-up) and measures them.
@@ -52,6 +52,6 @@ pub async fn calibrate(
         p50_ms: l.p50_ms,
         p99_ms: l.p99_ms,
         mean_ms: l.mean_ms,
-        rows_returned: rows.len(),
+        rows_returned: Some(rows.len()),
     })
 }

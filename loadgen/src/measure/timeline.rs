@@ -19,7 +19,7 @@ use super::client::Live;
 pub const SAMPLE: Duration = Duration::from_millis(250);
 
 /// Experiment E: one sample of a configuration's run, every 250 ms.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct TimelineRow {
     /// `auto` or `P=<n>`.
     pub config: String,
@@ -38,7 +38,7 @@ pub struct TimelineRow {
 }
 
 /// One row of `soak.csv`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Deserialize)]
 pub struct SoakSample {
     pub minute: f64,
     pub rss_mib: f64,

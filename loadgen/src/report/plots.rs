@@ -66,6 +66,10 @@ pub fn draw_all(rep: &Report) -> Result<Vec<String>> {
         idle(&rep.dir.join("idle_connections.svg"), &d)?;
         written.push("idle_connections.svg".into());
     }
+    if !rep.soak.is_empty() {
+        soak(&rep.dir.join("soak.svg"), &rep.soak)?;
+        written.push("soak.svg".into());
+    }
     let auto: Vec<&TimelineRow> = rep.timeline.iter().filter(|s| s.config == "auto").collect();
     if !auto.is_empty() {
         let best = rep

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use super::csv;
 use crate::measure::calibration::Calibration;
 use crate::measure::level::LevelResult;
-use crate::measure::timeline::TimelineRow;
+use crate::measure::timeline::{SoakSample, TimelineRow};
 
 /// The results of one run, and the folder they go to.
 #[derive(Debug, Default)]
@@ -25,8 +25,8 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Experiment E's samples.
     pub timeline: Vec<TimelineRow>,
-    /// Findings of experiments E and F, ready to print (computed where they are measured).
-    pub findings: Vec<String>,
+    /// The soak's minutes.
+    pub soak: Vec<SoakSample>,
 }
 
 impl Report {

@@ -41,7 +41,8 @@ pub fn header(out: &mut String, rep: &Report) {
         let _ = writeln!(
             out,
             "calibration: serial single connection p50 {:.2} ms, p99 {:.2} ms, mean {:.2} ms over {} queries ({} rows per answer)",
-            c.p50_ms, c.p99_ms, c.mean_ms, c.queries, c.rows_returned
+            c.p50_ms, c.p99_ms, c.mean_ms, c.queries,
+            c.rows_returned.map_or_else(|| "?".to_string(), |n| n.to_string())
         );
     }
     let _ = writeln!(

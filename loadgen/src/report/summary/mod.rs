@@ -2,6 +2,7 @@
 //! means when fairness is poor. One section to a file; [`render`] puts them in order.
 
 pub mod adaptive;
+pub mod admission;
 pub mod cost;
 pub mod curve;
 pub mod fairness;
