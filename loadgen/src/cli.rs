@@ -73,6 +73,10 @@ pub enum Command {
         /// 10 minutes instead of 30.
         #[arg(long)]
         short: bool,
+        /// Minutes to run (overrides --short; at least 3, so there is a minute after the
+        /// 2-minute warm-up to compare).
+        #[arg(long, env = "SOAK_MINUTES", value_parser = clap::value_parser!(u32).range(3..=1440))]
+        minutes: Option<u32>,
     },
 }
 

@@ -57,7 +57,9 @@ pub fn for_command(command: &Command) -> Vec<Box<dyn Experiment>> {
         Command::Sessions => list.push(sessions()),
         Command::Adaptive => list.extend([boxed(Calibrate), adaptive()]),
         Command::Admission => list.extend([boxed(Calibrate), admission()]),
-        Command::Soak { short } => list.push(Box::new(Soak { short: *short })),
+        Command::Soak { short, minutes } => list.push(Box::new(Soak {
+            minutes: minutes.unwrap_or(if *short { 10 } else { 30 }),
+        })),
         Command::Report { .. } => list.clear(),
         Command::Bench { all, .. } => {
             // The seed's A, B (read from A) and C, the open loop and the proxy rows.

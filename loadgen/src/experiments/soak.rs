@@ -44,9 +44,9 @@ pub struct SoakPlan {
 }
 
 impl SoakPlan {
-    pub fn new(short: bool, pool: usize) -> SoakPlan {
+    pub fn new(minutes: u32, pool: usize) -> SoakPlan {
         SoakPlan {
-            minutes: if short { 10 } else { 30 },
+            minutes,
             sample_every: Duration::from_secs(60),
             pool,
         }
@@ -60,8 +60,8 @@ impl SoakPlan {
 
 /// The soak.
 pub struct Soak {
-    /// 10 minutes instead of 30.
-    pub short: bool,
+    /// How long: 30 minutes, 10 with `--short`, or `--minutes`.
+    pub minutes: u32,
 }
 
 #[async_trait(?Send)]
@@ -73,17 +73,17 @@ impl Experiment for Soak {
     fn plan(&self, _: &Settings, _: Duration) -> Plan {
         // Plus opening the 10,000 idle clients (about 1 ms each).
         let open = Duration::from_millis(IDLE_CLIENTS as u64);
-        Plan::each(1, SoakPlan::new(self.short, 0).duration(), open)
+        Plan::each(1, SoakPlan::new(self.minutes, 0).duration(), open)
     }
 
     async fn run(&self, run: &mut Run<'_>) -> Result<()> {
-        soak(run, self.short).await
+        soak(run, self.minutes).await
     }
 }
 
 /// Runs the soak against the run's server.
-async fn soak(run: &mut Run<'_>, short: bool) -> Result<()> {
-    let plan = SoakPlan::new(short, run.s.open_pool_size.unwrap_or(SOAK_POOL));
+async fn soak(run: &mut Run<'_>, minutes: u32) -> Result<()> {
+    let plan = SoakPlan::new(minutes, run.s.open_pool_size.unwrap_or(SOAK_POOL));
     let limit = dbkit::raise_nofile_limit();
     let need = (IDLE_CLIENTS + ACTIVE_CLIENTS + 256) as u64;
     if limit < need {
