@@ -2,6 +2,7 @@
 """Finds import cycles between the modules of a Rust crate.
 
 Usage: scripts/module-cycles.py CRATE_DIR [CRATE_DIR ...] [--edges] [--allow-parent] [--depth=N]
+       scripts/module-cycles.py --self-test
 
 For every module of the crate (its files, and inline `mod name { ... }` blocks) this reads the
 paths the code names: `use` trees (braces expanded), and paths written inline in the code such as
@@ -279,7 +280,48 @@ def shortest_cycle(graph, comp):
     return best
 
 
+def self_test():
+    """Checks the rule on a small crate written to a temp dir; exits 1 on a wrong answer."""
+    import tempfile
+
+    files = {
+        "src/lib.rs": "mod a;\nmod b;\nmod c;\nmod d;\npub use a::Thing;\n",
+        # a <-> b through a use tree and a `super::` path; the comment and string do not count.
+        "src/a.rs": "use crate::{b::{Other, More as M}};\npub struct Thing;\n"
+        "// use crate::c;\nconst S: &str = \"crate::c::X\";\nconst C: char = '\\'';\n",
+        "src/b.rs": "pub struct Other;\npub struct More;\nfn f() { super::a::Thing; }\n",
+        # c names a only inside its tests (no edge) and d by an inline path; d names nothing.
+        "src/c.rs": "fn g() { crate::d::h(); }\n#[cfg(test)]\nmod tests {\n    use crate::a::Thing;\n}\n",
+        "src/d/mod.rs": "mod inner;\npub fn h() { inner::k(); }\n",
+        # d <-> d::inner: a parent and its child, a cycle unless --allow-parent.
+        "src/d/inner.rs": "pub fn k() {}\nfn back() { super::h(); }\n",
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in files.items():
+            path = Path(tmp) / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        strict = Crate(tmp).edges(False, 0)
+        loose = Crate(tmp).edges(True, 0)
+        found = sorted(sorted(c) for c in sccs(strict))
+        want = [["crate::a", "crate::b"], ["crate::d", "crate::d::inner"]]
+        checks = [
+            (found == want, f"strict cycles {found}, expected {want}"),
+            (sorted(sorted(c) for c in sccs(loose)) == want[:1], "--allow-parent keeps only a <-> b"),
+            ("crate::c" not in strict["crate::a"], "a comment or a string made an edge"),
+            ("crate::a" not in strict["crate::c"], "a test module made an edge"),
+            ("crate::d" in strict["crate::c"], "an inline crate:: path made no edge"),
+        ]
+    bad = [msg for ok, msg in checks if not ok]
+    for msg in bad:
+        print(f"self-test failed: {msg}")
+    print("self-test passed" if not bad else "")
+    return 1 if bad else 0
+
+
 def main(argv):
+    if "--self-test" in argv:
+        return self_test()
     show_edges = "--edges" in argv
     allow_parent = "--allow-parent" in argv
     depth = 0
