@@ -5,21 +5,40 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @just --list
 
+# First installs what the tests use and is missing (scripts/install-test-deps.sh: MariaDB,
+# sysbench, the PHP/Java/Python/Node drivers; apt-get as root, saying so first), as .ci/run does.
 # Run every test (unit, protocol byte samples, integration against a private MariaDB).
 test:
+    scripts/install-test-deps.sh
     cargo test --workspace -- --test-threads 4
 
-# Run the whole benchmark (about 8 min on 2 cores) against an embedded MariaDB; installs
-# mariadb-server with apt-get first when no server exists and you are root on Debian/Ubuntu.
-# Flags and env tunables: `cargo run --release -p loadgen -- --help`, loadgen/README.md.
+# Installs mariadb-server with apt-get first when no server exists and you are root on
+# Debian/Ubuntu. Flags and env tunables: `cargo run --release -p loadgen -- --help`,
+# loadgen/README.md. loadgen prints its plan at start.
+# The seed's experiments A, B, C, the open loop and the proxy rows (planned 6 min on 2 cores).
 bench *ARGS:
     loadgen/scripts/ensure-server.sh {{ARGS}}
     cargo run --release -p loadgen -- bench {{ARGS}}
 
-# A short benchmark (short windows, fewer levels; about 90 s).
+# `just bench` plus experiments S, D, E, F and overhead (planned 18 min on 2 cores).
+bench-all *ARGS:
+    loadgen/scripts/ensure-server.sh {{ARGS}}
+    cargo run --release -p loadgen -- bench --all {{ARGS}}
+
+# A short benchmark (short windows, fewer levels; planned under 2 min).
 bench-quick *ARGS:
     loadgen/scripts/ensure-server.sh {{ARGS}}
     cargo run --release -p loadgen -- bench --quick {{ARGS}}
+
+# Rewrite a results folder's summary.txt and plots from its CSVs, e.g. `just report results/<run>`.
+report DIR:
+    cargo run --release -p loadgen -- report {{DIR}}
+
+# Pass crate dirs and flags, e.g. `just cycles proxy --depth=1`; the rule is in
+# scripts/module-cycles.py (no module may name one that names it back).
+# Import cycles between a crate's modules (default: loadgen).
+cycles *ARGS="loadgen":
+    python3 scripts/module-cycles.py {{ARGS}}
 
 # Lint and format check.
 lint:

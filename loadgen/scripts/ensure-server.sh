@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Used by `just bench` / `just bench-quick`: when no MySQL/MariaDB server binary exists, no
-# Docker engine answers and no --mysql-url/MYSQL_URL is given, install mariadb-server with
-# apt-get -- but only as root on Debian/Ubuntu, and say so first. Otherwise do nothing and
-# let loadgen explain the three ways out.
+# Used by `just bench`, `just bench-all`, `just bench-quick` and `just soak`: when no
+# MySQL/MariaDB server binary exists, no Docker engine answers and no --mysql-url/MYSQL_URL is
+# given, install mariadb-server with scripts/install-test-deps.sh --server-only (apt-get as root
+# on Debian/Ubuntu, saying so first; otherwise it prints the command). Then loadgen explains the
+# three ways out if there is still no server.
 set -euo pipefail
 
 for arg in "$@"; do
@@ -15,12 +16,5 @@ for bin in mariadbd mysqld; do
 done
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then exit 0; fi
 
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "bench: no mariadbd/mysqld found and no Docker engine: installing mariadb-server with apt-get (you are root on a Debian/Ubuntu system)."
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq mariadb-server >/dev/null
-  # Debian starts the packaged service; the benchmark runs its own private server.
-  if command -v systemctl >/dev/null 2>&1; then systemctl disable --now mariadb >/dev/null 2>&1 || true; fi
-  echo "bench: mariadb-server installed."
-fi
+echo "bench: no mariadbd/mysqld found, no Docker engine and no --mysql-url."
+exec "$(dirname "$0")/../../scripts/install-test-deps.sh" --server-only

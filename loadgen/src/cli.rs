@@ -22,11 +22,16 @@ pub struct Cli {
 /// One subcommand per experiment, plus `bench` for all of them.
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
-    /// Everything: calibration, A (curve), B (collapse), C (pool), open loop, proxy.
+    /// The seed's experiments: calibration, A (curve), B (collapse), C (pool), the open loop
+    /// and the proxy rows (`--all` adds S, D, E, F and overhead).
     Bench {
-        /// Short windows and fewer levels (about 90 s).
+        /// Short windows and fewer levels.
         #[arg(long)]
         quick: bool,
+        /// Also experiments S (sessions), D (idle connections), E (pool_size = auto), F
+        /// (admission control) and overhead.
+        #[arg(long, env = "BENCH_ALL")]
+        all: bool,
     },
     /// Serial single-connection latency of the query.
     Calibrate,
@@ -56,12 +61,22 @@ pub enum Command {
     Sessions,
     /// Create and seed `reads_test`, then exit (keeps nothing running).
     Seed,
+    /// Redraw the plots and rewrite summary.txt of a results folder from its CSVs and
+    /// run_metadata.csv (nothing is measured; no server is started).
+    Report {
+        /// The run folder, e.g. results/20261130T055010Z-bench.
+        dir: PathBuf,
+    },
     /// Soak: 10,000 idle + 512 active clients through a release `sluice` child process for
     /// 30 minutes; RSS, fds, backends and p99 every minute into soak.csv and soak.svg.
     Soak {
         /// 10 minutes instead of 30.
         #[arg(long)]
         short: bool,
+        /// Minutes to run (overrides --short; at least 3, so there is a minute after the
+        /// 2-minute warm-up to compare).
+        #[arg(long, env = "SOAK_MINUTES", value_parser = clap::value_parser!(u32).range(3..=1440))]
+        minutes: Option<u32>,
     },
 }
 
@@ -69,8 +84,8 @@ impl Command {
     /// Short name, used as the default run-folder label.
     pub fn name(&self) -> &'static str {
         match self {
-            Command::Bench { quick: true } => "quick",
-            Command::Bench { quick: false } => "bench",
+            Command::Bench { quick: true, .. } => "quick",
+            Command::Bench { quick: false, .. } => "bench",
             Command::Calibrate => "calibrate",
             Command::Curve => "curve",
             Command::Pool => "pool",
@@ -82,6 +97,7 @@ impl Command {
             Command::Admission => "admission",
             Command::Sessions => "sessions",
             Command::Seed => "seed",
+            Command::Report { .. } => "report",
             Command::Soak { .. } => "soak",
         }
     }
@@ -170,6 +186,9 @@ pub struct Common {
     /// the number of server CPUs).
     #[arg(long, env = "OPEN_POOL_SIZE", value_parser = parse_positive_usize, global = true)]
     pub open_pool_size: Option<usize>,
+    /// Experiment D: idle connections held open at each level, e.g. `0,20,100`.
+    #[arg(long, env = "IDLE_LEVELS", value_parser = parse_idle_levels, global = true)]
+    pub idle_levels: Option<CountList>,
     /// Experiment E: seconds of the `pool_size = auto` run (the re-pin happens half-way).
     #[arg(long, env = "ADAPTIVE_S", value_parser = parse_positive_secs, global = true)]
     pub adaptive_s: Option<f64>,
@@ -229,6 +248,24 @@ pub fn parse_count_list(s: &str) -> Result<CountList, String> {
     out.sort_unstable();
     out.dedup();
     Ok(CountList(out))
+}
+
+/// Parses `0,20,100` (idle connection counts: 0 allowed, sorted, duplicates dropped).
+pub fn parse_idle_levels(s: &str) -> Result<CountList, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        out.push(part.parse::<usize>().map_err(|_| {
+            format!("{part:?} is not a whole number of connections (expected e.g. 0,20,100)")
+        })?);
+    }
+    out.sort_unstable();
+    out.dedup();
+    match out.last() {
+        Some(&n) if n > 20_000 => Err(format!(
+            "{n} idle connections is more than one loadgen can hold"
+        )),
+        _ => Ok(CountList(out)),
+    }
 }
 
 /// Parses `0.8,0.95,1.2`.

@@ -1,33 +1,32 @@
 //! loadgen: the sluice load generator and experiment harness.
 //!
-//! # Layout
-//! - [`cli`] flags (with env fallbacks) and [`settings`] validation, before anything starts.
-//! - [`backend`]: local (dbkit), docker (bollard) and external servers.
-//! - [`workload`]: the table, seeding, the query, calibration.
-//! - [`level`]: one measured level (closed or open loop, direct or pooled).
-//! - [`stats`]: percentiles, fairness, in-flight ages, Little's law.
-//! - [`experiments`]: A, B, C, D, open loop, proxy, overhead; [`adaptive`]: E and F.
-//! - [`report`]: CSVs, summary, metadata, SVG plots.
-//! - [`soak`]: the long run through a `sluice` child process (`just soak`).
-//! - [`resources`], [`progress`], [`proxy_mode`].
+//! # Layout (each module uses only modules below it; `just cycles` checks there are no cycles)
+//! - [`experiments`]: one experiment to a file, each implementing [`experiments::run::Experiment`]
+//!   (calibration, A, C, the open loop, proxy, overhead, D, S, E, F, the soak), and
+//!   [`experiments::for_command`], what each subcommand runs.
+//! - [`report`]: the run's results and everything written from them: CSVs, `summary.txt` (one
+//!   section to a file), `run_metadata.csv`, SVG plots.
+//! - [`analysis`]: pure functions over measured rows: the collapse and knee, the best pool, E's
+//!   rounds, the soak's verdict.
+//! - [`targets`]: the servers (local via dbkit, docker via bollard, external), the in-process
+//!   sluice, the sluice child process and the bare TCP relay.
+//! - [`measure`]: one level (spawn, measure, merge) of clients on their connections, the
+//!   statistics, calibration, timelines, and loadgen's own CPU and memory.
+//! - [`workload`]: the table, seeding, the query, connection options.
+//! - [`settings`], validated once before anything starts, from the [`cli`] flags (with env
+//!   fallbacks); [`progress`]: the progress bar and log.
 
-mod adaptive;
-mod backend;
+// Built without the in-process sluice, the helpers only its experiments use lie idle.
+#![cfg_attr(not(feature = "proxy"), allow(dead_code))]
+
+mod analysis;
 mod cli;
 mod experiments;
-mod level;
+mod measure;
 mod progress;
-#[cfg(feature = "proxy")]
-mod proxy_mode;
-#[cfg(feature = "proxy")]
-mod relay_floor;
 mod report;
-mod resources;
-#[cfg(feature = "proxy")]
-mod sessions;
 mod settings;
-mod soak;
-mod stats;
+mod targets;
 mod workload;
 
 use std::process::ExitCode;
@@ -35,12 +34,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use mysql_async::prelude::Queryable;
 
-use crate::backend::Backend;
-use crate::experiments::Run;
+use crate::experiments::run::{Experiment, Run};
 use crate::progress::Progress;
 use crate::report::Report;
 use crate::settings::Settings;
+use crate::targets::servers::Backend;
 
 /// How a run ended.
 enum Outcome {
@@ -50,6 +50,9 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    if let cli::Command::Report { dir } = &cli.command {
+        return rewrite_report(dir);
+    }
     let host_cpus = dbkit::affinity::thread_cpus(0)
         .unwrap_or_else(|_| (0..dbkit::affinity::online_cpus()).collect());
     let settings = match Settings::from_cli(cli, host_cpus) {
@@ -92,6 +95,29 @@ fn main() -> ExitCode {
     }
 }
 
+/// `loadgen report <dir>`: no server, no runtime; prints the new summary.
+fn rewrite_report(dir: &std::path::Path) -> ExitCode {
+    match report::rewrite(dir) {
+        Ok((summary, plots)) => {
+            println!("{summary}");
+            eprintln!(
+                "loadgen: rewrote {} and drew {} from its CSVs",
+                dir.join(report::SUMMARY).display(),
+                if plots.is_empty() {
+                    "no plots".to_string()
+                } else {
+                    plots.join(", ")
+                }
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("loadgen: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.
 async fn shutdown_signal() -> &'static str {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -114,12 +140,22 @@ async fn run(s: Settings) -> Result<Outcome> {
     tokio::pin!(signal);
     tokio::task::yield_now().await;
 
-    let progress = Progress::new(experiments::planned(&s), s.progress);
+    let list = experiments::for_command(&s.command);
+    let query = experiments::ASSUMED_QUERY;
+    let steps = list
+        .iter()
+        .zip(experiments::plans(&list, &s, query))
+        .map(|(e, p)| (e.name().to_string(), p.total()))
+        .collect();
+    let progress = Progress::new(experiments::SERVER_START, steps, s.progress);
     let mut report = Report::create(&s.out, &s.label)?;
     progress.log(format!(
         "loadgen: writing results to {}",
         report.dir.display()
     ));
+    for line in experiments::describe(&list, &s, query) {
+        progress.log(line);
+    }
 
     // Starting a local server blocks for a few seconds; if a signal arrives meanwhile, let
     // the start finish and tear the server down, so nothing is left behind.
@@ -143,7 +179,7 @@ async fn run(s: Settings) -> Result<Outcome> {
     fill_static_meta(&mut report, &s, &backend);
 
     let outcome = {
-        let body = experiments_body(&s, &backend, &mut report, &progress);
+        let body = experiments_body(&s, &list, &backend, &mut report, &progress);
         tokio::pin!(body);
         tokio::select! {
             r = &mut body => r.map(|()| Outcome::Done),
@@ -160,15 +196,15 @@ async fn run(s: Settings) -> Result<Outcome> {
     );
     report.meta("completed", matches!(outcome, Ok(Outcome::Done)));
     report.meta("host_loadavg_at_end", loadavg());
-    experiments::headline_meta(&mut report);
-    let (_, peak_rss) = resources::rss_mib();
+    report::headline::headline_meta(&mut report);
+    let (_, peak_rss) = measure::resources::rss_mib();
     report.meta("loadgen_peak_rss_mib", format!("{peak_rss:.1}"));
-    let written = report.finish();
+    let written = report::finish(&report);
     let teardown = backend.teardown().await;
     written.context("writing the report")?;
     teardown.context("tearing the server down")?;
     eprintln!("loadgen: results in {}", report.dir.display());
-    if let Ok(summary) = std::fs::read_to_string(report.dir.join("summary.txt")) {
+    if let Ok(summary) = std::fs::read_to_string(report.dir.join(report::SUMMARY)) {
         if matches!(outcome, Ok(Outcome::Done)) {
             println!("{summary}");
         }
@@ -178,6 +214,7 @@ async fn run(s: Settings) -> Result<Outcome> {
 
 async fn experiments_body(
     s: &Settings,
+    list: &[Box<dyn Experiment>],
     backend: &Backend,
     report: &mut Report,
     progress: &Progress,
@@ -196,13 +233,36 @@ async fn experiments_body(
             scan_w: s.scan_w,
             mix: workload::Mix::Knee,
         },
-        cache: level::ConnCache::default(),
+        cache: measure::conns::ConnCache::default(),
         server_pid: backend.local_pid(),
     };
-    let result = run.execute().await;
+    let result = execute(&mut run, list).await;
     run.cache.close().await;
     let _ = run.monitor.disconnect().await;
     result
+}
+
+/// Records the server's version, then runs each experiment in turn.
+async fn execute(run: &mut Run<'_>, list: &[Box<dyn Experiment>]) -> Result<()> {
+    let version: Option<String> = run.monitor.query_first("SELECT VERSION()").await?;
+    run.report
+        .meta("server_version", version.unwrap_or_default());
+    let mut replanned = false;
+    for (i, experiment) in list.iter().enumerate() {
+        run.progress.start_step(i);
+        experiment.run(run).await?;
+        // The rest of the plan, at the query cost the calibration measured.
+        if let (Some(cal), false) = (run.report.calibration, replanned) {
+            let query = Duration::from_secs_f64(cal.mean_ms.max(0.001) / 1e3);
+            let planned: Vec<Duration> = experiments::plans(list, run.s, query)
+                .iter()
+                .map(|p| p.total())
+                .collect();
+            run.progress.replan(&planned);
+            replanned = true;
+        }
+    }
+    Ok(())
 }
 
 fn redact(url: &str) -> String {
@@ -220,10 +280,11 @@ fn join(v: &[usize]) -> String {
 }
 
 fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
-    report.meta("started_utc", report::utc_stamp());
+    report.meta("started_utc", report::results::utc_stamp());
     report.meta("loadgen_version", env!("CARGO_PKG_VERSION"));
     report.meta("command", s.command.name());
     report.meta("quick", s.quick);
+    report.meta("all", s.all);
     for (k, v) in backend.describe() {
         report.meta(&k, v);
     }
@@ -254,6 +315,7 @@ fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
     report.meta("conc_levels", join(&s.conc_levels));
     report.meta("pool_sizes", join(&s.pool_sizes));
     report.meta("client_threads", s.client_threads);
+    report.meta("idle_levels", join(&s.idle_levels));
     report.meta(
         "open_fractions",
         s.open_fractions

@@ -10,6 +10,8 @@ use crate::cli::{ArrivalKind, Cli, Command, Rate, ServerKind};
 pub const DEFAULT_ROWS: u32 = 200_000;
 /// Default rows scanned per query.
 pub const DEFAULT_SCAN_W: u32 = 20_000;
+/// Experiment D's default idle connections (the seed study's 0..1500).
+pub const DEFAULT_IDLE_LEVELS: &[usize] = &[0, 20, 100, 500, 1000, 1500];
 /// Default client tasks for C, open loop and proxy.
 pub const DEFAULT_CLIENT_THREADS: usize = 512;
 
@@ -20,6 +22,8 @@ pub struct Settings {
     pub command: Command,
     /// `bench --quick`.
     pub quick: bool,
+    /// `bench --all`.
+    pub all: bool,
     /// Requested backend (auto is resolved when the backend starts).
     pub server: ServerKind,
     /// Explicit server binary.
@@ -60,6 +64,8 @@ pub struct Settings {
     pub open_fractions: Vec<f64>,
     /// Pool size for the open-loop pool rows.
     pub open_pool_size: Option<usize>,
+    /// Experiment D: idle connections held open at each level.
+    pub idle_levels: Vec<usize>,
     /// Experiment E: length of the `auto` run.
     pub adaptive: Duration,
     /// Experiment E: paired rounds of best fixed P against auto.
@@ -78,7 +84,8 @@ impl Settings {
     /// Applies defaults and checks the flags against each other and this machine.
     pub fn from_cli(cli: Cli, host_cpus: Vec<usize>) -> Result<Settings, String> {
         let c = cli.common;
-        let quick = matches!(cli.command, Command::Bench { quick: true });
+        let quick = matches!(cli.command, Command::Bench { quick: true, .. });
+        let all = matches!(cli.command, Command::Bench { all: true, .. });
         let (server_cpus, loadgen_cpus) = resolve_cpus(
             c.server_cpus.clone().map(|l| l.0),
             c.loadgen_cpus.clone().map(|l| l.0),
@@ -158,6 +165,7 @@ impl Settings {
         Ok(Settings {
             command: cli.command,
             quick,
+            all,
             server: c.server,
             server_bin: c.server_bin,
             mysql_url: c.mysql_url,
@@ -178,6 +186,10 @@ impl Settings {
             rate: c.rate,
             open_fractions,
             open_pool_size: c.open_pool_size,
+            idle_levels: c
+                .idle_levels
+                .map(|l| l.0)
+                .unwrap_or_else(|| DEFAULT_IDLE_LEVELS.to_vec()),
             adaptive: Duration::from_secs_f64(c.adaptive_s.unwrap_or(if quick {
                 12.0
             } else {
@@ -199,6 +211,8 @@ impl Settings {
             .chain(&self.pool_sizes)
             .copied()
             .chain([self.client_threads, 64])
+            // Experiment D: the idle connections plus its 4 active clients.
+            .chain(self.idle_levels.iter().map(|n| n + 4))
             .max()
             .unwrap_or(1);
         most + 16

@@ -263,49 +263,6 @@ async fn warm(conn: &mut Conn) -> Result<()> {
     Ok(())
 }
 
-/// Serial single-connection latency of the query.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Calibration {
-    /// Queries measured.
-    pub queries: u64,
-    /// Median latency, ms.
-    pub p50_ms: f64,
-    /// 99th percentile latency, ms.
-    pub p99_ms: f64,
-    /// Mean latency, ms.
-    pub mean_ms: f64,
-    /// Rows the first query returned (50 expected).
-    pub rows_returned: usize,
-}
-
-/// Runs `queries` serial queries on `conn` (after a short warm-up) and measures them.
-pub async fn calibrate(
-    conn: &mut Conn,
-    workload: Workload,
-    queries: u64,
-    rng: &mut impl Rng,
-) -> Result<Calibration> {
-    let rows: Vec<(i32, i32)> = conn.query(workload.query(rng)).await?;
-    for _ in 0..20 {
-        conn.query_drop(workload.query(rng)).await?;
-    }
-    let mut h = crate::stats::new_histogram();
-    for _ in 0..queries {
-        let q = workload.query(rng);
-        let t = Instant::now();
-        conn.query_drop(q).await?;
-        h.saturating_record(t.elapsed().as_micros() as u64);
-    }
-    let l = crate::stats::latency(&h);
-    Ok(Calibration {
-        queries,
-        p50_ms: l.p50_ms,
-        p99_ms: l.p99_ms,
-        mean_ms: l.mean_ms,
-        rows_returned: rows.len(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

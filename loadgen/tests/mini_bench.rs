@@ -56,6 +56,7 @@ const COLUMNS: &[&str] = &[
     "p99_open_ms",
     "threads_running_mean",
     "limit_mean",
+    "qps_se",
 ];
 
 /// Columns that may be empty, and when.
@@ -152,7 +153,10 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
     let server_tmp = tmp.path().join("server-tmp");
     std::fs::create_dir_all(&server_tmp).expect("server tmp");
     let mut cmd = loadgen();
+    // `--all`: every experiment, D with two idle levels only.
     cmd.arg("bench")
+        .arg("--all")
+        .args(["--idle-levels", "0,20"])
         .args(MINI)
         .args([
             "--conc-levels",
@@ -271,6 +275,10 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
             assert!(num(r, "attempts") >= num(r, "queries") + num(r, "shed"));
         }
         svgs.push("expE_adaptive.svg");
+        // Experiment D: direct and through sluice, two workloads, two idle levels each.
+        let d = read_csv(&dir.join("expD_idle.csv"));
+        check_rows("D", &d, 8);
+        svgs.push("idle_connections.svg");
         // Experiment S: text and prepared, direct and through sluice, with session state.
         let sx = read_csv(&dir.join("expS_sessions.csv"));
         check_rows("S", &sx, 6);

@@ -5,8 +5,9 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
-use super::{Report, TimelineRow};
-use crate::level::LevelResult;
+use super::results::Report;
+use crate::measure::level::LevelResult;
+use crate::measure::timeline::{SoakSample, TimelineRow};
 
 const SIZE: (u32, u32) = (900, 540);
 const COLORS: [RGBColor; 5] = [
@@ -64,6 +65,10 @@ pub fn draw_all(rep: &Report) -> Result<Vec<String>> {
     if !d.is_empty() {
         idle(&rep.dir.join("idle_connections.svg"), &d)?;
         written.push("idle_connections.svg".into());
+    }
+    if !rep.soak.is_empty() {
+        soak(&rep.dir.join("soak.svg"), &rep.soak)?;
+        written.push("soak.svg".into());
     }
     let auto: Vec<&TimelineRow> = rep.timeline.iter().filter(|s| s.config == "auto").collect();
     if !auto.is_empty() {
@@ -525,11 +530,11 @@ fn open_loop(path: &Path, rows: &[&LevelResult]) -> Result<()> {
 }
 
 /// Reads one plotted value from a soak sample.
-type SoakValue = fn(&crate::soak::Sample) -> f64;
+type SoakValue = fn(&SoakSample) -> f64;
 
 /// The soak: sluice's RSS, open fds, backend connections and the active clients' p99, one
 /// panel each, against minutes.
-pub fn soak(path: &Path, samples: &[crate::soak::Sample]) -> Result<()> {
+pub fn soak(path: &Path, samples: &[SoakSample]) -> Result<()> {
     let root = SVGBackend::new(path, (900, 1000)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let panels = root.split_evenly((4, 1));

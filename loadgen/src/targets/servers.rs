@@ -1,11 +1,10 @@
 //! The three server backends (`--server local|docker|external`, default auto) behind one
 //! type that knows its URL, describes itself for `run_metadata.csv`, and tears down.
 
-pub mod docker;
-
 use anyhow::{Context, Result};
 use dbkit::{LocalServer, ServerOptions};
 
+use super::docker;
 use crate::cli::ServerKind;
 use crate::settings::Settings;
 

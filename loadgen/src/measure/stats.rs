@@ -135,6 +135,38 @@ pub fn littles(qps: f64, mean_latency_ms: f64, offered: usize) -> Littles {
     }
 }
 
+/// Mean of the values, `None` when empty.
+pub fn mean(v: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let (n, sum) = v
+        .into_iter()
+        .fold((0usize, 0.0), |(n, s), x| (n + 1, s + x));
+    (n > 0).then(|| sum / n as f64)
+}
+
+/// `a / b`, NaN when `b` is not positive.
+pub fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        f64::NAN
+    }
+}
+
+/// Standard error of a window's QPS from its answered counts per equal slice: the sample
+/// standard deviation of the slices' QPS over the square root of their number (0 with
+/// fewer than two slices).
+pub fn qps_se(slices: &[u64], window_s: f64) -> f64 {
+    let n = slices.len();
+    if n < 2 || window_s <= 0.0 {
+        return 0.0;
+    }
+    let slice_s = window_s / n as f64;
+    let qps: Vec<f64> = slices.iter().map(|&c| c as f64 / slice_s).collect();
+    let mean = qps.iter().sum::<f64>() / n as f64;
+    let var = qps.iter().map(|q| (q - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    var.sqrt() / (n as f64).sqrt()
+}
+
 /// Requests unfinished at window close: how many, and the oldest one's age in ms.
 pub fn unfinished(ages_us: &[u64]) -> (usize, f64) {
     let oldest = ages_us.iter().copied().max().unwrap_or(0);
@@ -198,6 +230,17 @@ mod tests {
         assert!(close(s.median, 2.5));
         assert!(close(s.jain, 144.0 / (4.0 * 66.0)));
         assert!(close(spread(&[3, 1, 2]).median, 2.0));
+    }
+
+    #[test]
+    fn qps_noise_is_the_standard_error_of_the_slices() {
+        // 4 one-second slices of 90, 110, 90, 110 answers: QPS 100, sd 11.55, se 5.77.
+        let se = qps_se(&[90, 110, 90, 110], 4.0);
+        assert!((se - 20.0 / 3f64.sqrt() / 2.0).abs() < 1e-9, "{se}");
+        // The same counts in half-second slices are twice the QPS and twice the noise.
+        assert!((qps_se(&[90, 110, 90, 110], 2.0) - 2.0 * se).abs() < 1e-9);
+        assert_eq!(qps_se(&[100, 100, 100], 3.0), 0.0);
+        assert_eq!(qps_se(&[100], 1.0), 0.0);
     }
 
     #[test]

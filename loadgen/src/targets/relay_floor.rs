@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use anyhow::{Context, Result};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::resources::PROXY_THREAD_PREFIX;
+use crate::measure::resources::PROXY_THREAD_PREFIX;
 
 /// A running bare relay; stops when dropped.
 pub struct RelayFloor {

@@ -1,7 +1,7 @@
 //! An in-process sluice for the proxy and overhead experiments.
 //!
 //! It runs on its own tokio runtime whose threads are named `sluice-*`, so its CPU time
-//! is measured apart from loadgen's (see [`crate::resources`]). Its threads inherit
+//! is measured apart from loadgen's (see [`crate::measure::resources`]). Its threads inherit
 //! loadgen's CPU pinning: the proxy sits next to the clients, as a sidecar would, and the
 //! server keeps its cores to itself.
 
@@ -39,6 +39,9 @@ impl InProcessProxy {
             .build()
             .context("building the sluice runtime")?;
         let mut cfg = sluice::Config::for_backend(backend.to_string(), "bench", "bench");
+        // Stopped only once its level is measured: statements still queued then belong to
+        // clients that gave up at the window's close, so there is nothing to drain.
+        cfg.shutdown_timeout = std::time::Duration::ZERO;
         tune(&mut cfg);
         let handle = rt
             .spawn(async move { sluice::Proxy::bind(cfg).await })
@@ -63,7 +66,7 @@ impl InProcessProxy {
         self.handle.as_ref().map(|h| h.context().clone())
     }
 
-    /// Graceful shutdown, then the runtime goes away.
+    /// Shutdown without a drain (see `start_with`), then the runtime goes away.
     pub async fn stop(mut self) {
         if let (Some(rt), Some(handle)) = (self.rt.as_ref(), self.handle.take()) {
             let _ = rt.spawn(handle.shutdown()).await;
