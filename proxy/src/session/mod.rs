@@ -26,10 +26,9 @@ use crate::context::{backend_target, Context};
 use crate::pool::{self, PooledBackend, Slot};
 use crate::protocol::{codes, flags, Capabilities, ErrPacket, OkPacket, ResponseKind};
 use crate::stats::{ClientCloseReason, Stats};
-pub(crate) use identity::Presents;
 use registry::{ClientPhase, Registration};
 use relay::{relay, RelayError, RelayOptions};
-use state::SessionState;
+use state::{Rules, SessionState};
 
 /// What the loop does after a command.
 pub enum Flow {
@@ -239,19 +238,21 @@ impl Session {
     ) -> Step {
         self.reg.info.queries.fetch_add(1, Ordering::Relaxed);
         Stats::incr(&self.ctx.stats.statements);
+        let rules = class.map(Rules::of);
         if let Err(err) = self.acquire().await {
             self.release_if_possible();
             self.reply_err(1, &err).await?;
             return Ok(Flow::Continue);
         }
-        if let Some(c) = class {
-            self.present_identity(Presents::of(c)).await;
+        if let Some(r) = &rules {
+            self.present_identity(r.presents).await;
         }
+        let mut flow = Flow::Continue;
         if let Some(summary) = self.relay_on_backend(packet, kind, None).await? {
-            self.after_statement(&summary, class);
+            flow = self.after_statement(&summary, rules.as_ref()).await;
         }
         self.release_if_possible();
-        Ok(Flow::Continue)
+        Ok(flow)
     }
 
     /// Relays `packet` on the session's backend (which `acquire` provided). `Ok(None)`: the

@@ -15,8 +15,8 @@ pub struct ClientStmt {
     pub params: u16,
     /// The parameter types the client last bound (sent once, with new-params-bound = 1).
     pub types: Option<Vec<u8>>,
-    /// What of the session's identity an execution can observe.
-    pub(crate) presents: crate::session::Presents,
+    /// What an execution asks of the session (the identity it shows, its locks and pins).
+    pub(crate) rules: crate::session::state::Rules,
 }
 
 #[derive(Default)]
@@ -264,7 +264,7 @@ mod tests {
             sql: Arc::from(&b"SELECT ?"[..]),
             params,
             types,
-            presents: Default::default(),
+            rules: Default::default(),
         }
     }
 
@@ -399,11 +399,12 @@ mod handlers {
                         sql: Arc::from(sql),
                         params: ok.params,
                         types: None,
-                        presents: crate::session::Presents::of(&class),
+                        rules: crate::session::state::Rules::of(&class),
                     },
                 );
             }
-            self.after_statement(&summary, None);
+            // Preparing runs nothing: the statement's effects count when it is executed.
+            self.after_statement(&summary, None).await;
             self.release_if_possible();
             Ok(Flow::Continue)
         }
@@ -457,7 +458,7 @@ mod handlers {
                 return Ok(Flow::Continue);
             }
             if cmd.runs() {
-                self.present_identity(stmt.presents).await;
+                self.present_identity(stmt.rules.presents).await;
             }
             let backend_id = match self.ensure_prepared(&stmt).await {
                 Ok(id) => id,
@@ -481,8 +482,12 @@ mod handlers {
                 }
                 _ => cmd.for_backend(payload, backend_id, &stmt, None).0,
             };
+            let mut flow = Flow::Continue;
             if let Some(summary) = self.relay_on_backend(&packet, kind, None).await? {
-                self.after_statement(&summary, None);
+                // An execution does what its statement does: locks and pins as for a query
+                // (before, a prepared GET_LOCK() left its lock unseen).
+                let rules = cmd.runs().then_some(&stmt.rules);
+                flow = self.after_statement(&summary, rules).await;
             }
             if kind == ResponseKind::None {
                 // SEND_LONG_DATA: the data waits on this backend for the EXECUTE.
@@ -492,7 +497,7 @@ mod handlers {
                 self.reg.info.set_pin(self.state.pin_reason());
             }
             self.release_if_possible();
-            Ok(Flow::Continue)
+            Ok(flow)
         }
 
         /// The backend id of `stmt` on the session's backend, preparing it there first if
