@@ -46,6 +46,21 @@ pub enum Error {
         /// The server's error log.
         log: PathBuf,
     },
+    /// A statement dbkit ran on one of its servers failed.
+    #[error("{sql:?} on 127.0.0.1:{port} failed: {detail}")]
+    Sql {
+        /// The server's port.
+        port: u16,
+        /// The statement as it was run (dbkit's fixed test passwords included).
+        sql: String,
+        /// The server's error code, when the server answered with one.
+        code: Option<u16>,
+        /// The client library's description.
+        detail: String,
+    },
+    /// A replication step cannot be done as asked.
+    #[error("replication: {0}")]
+    Replication(#[from] ReplicationProblem),
     /// An operating-system call failed.
     #[error("{context}: {source}")]
     Io {
@@ -54,6 +69,52 @@ pub enum Error {
         /// The underlying error.
         #[source]
         source: std::io::Error,
+    },
+}
+
+/// Why a [`crate::replication::Cluster`] step was refused or did not take effect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplicationProblem {
+    /// Replication control is implemented for MariaDB only (this machine has no MySQL).
+    #[error("replication clusters need MariaDB (10.5.9 or later); found {version}")]
+    NotMariaDb {
+        /// The server's `--version` line.
+        version: String,
+    },
+    /// The index names no server of the cluster.
+    #[error("the cluster has no server {index}")]
+    NoSuchServer {
+        /// The index asked for.
+        index: usize,
+    },
+    /// The step needs a replica, and this server is the primary.
+    #[error("server {index} is the primary, not a replica")]
+    IsPrimary {
+        /// The server.
+        index: usize,
+    },
+    /// A GTID position with characters other than digits, `-`, `,` and spaces.
+    #[error("{0:?} is not a MariaDB GTID position (domain-server-seq, comma-separated)")]
+    BadPosition(String),
+    /// A variable name with characters other than letters, digits, `_` and `.`.
+    #[error("{0:?} is not a system variable name")]
+    BadVariable(String),
+    /// A replica's threads did not both run in time.
+    #[error(
+        "server {index} does not replicate: IO thread {io}, SQL thread {sql}, \
+         last IO error {io_error:?}, last SQL error {sql_error:?}"
+    )]
+    NotReplicating {
+        /// The replica.
+        index: usize,
+        /// `Slave_IO_Running` as last seen.
+        io: String,
+        /// `Slave_SQL_Running` as last seen.
+        sql: String,
+        /// `Last_IO_Error`.
+        io_error: String,
+        /// `Last_SQL_Error`.
+        sql_error: String,
     },
 }
 

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::binary::{self, Flavor};
+use crate::datadir::{init_datadir, init_sql};
 use crate::error::tail_of;
 use crate::greeting::{read_greeting, GreetingError};
 use crate::spawn::{spawn, SpawnOptions};
@@ -44,6 +45,13 @@ pub struct ServerOptions {
     pub buffer_pool_mb: u32,
     /// More server options, e.g. `--thread-handling=pool-of-threads`; appended last.
     pub extra_args: Vec<String>,
+    /// Write a binary log (`log-bin` in the datadir); default off (`skip-log-bin`).
+    /// Replication needs it; see [`crate::replication`].
+    pub binlog: bool,
+    /// More statements for the init file, which the server runs at every start with the
+    /// binary log off for the session (so they never become replicated transactions).
+    /// One statement each, without the trailing `;` and without newlines.
+    pub init_sql: Vec<String>,
 }
 
 impl Default for ServerOptions {
@@ -55,6 +63,8 @@ impl Default for ServerOptions {
             max_connections: 2000,
             buffer_pool_mb: 256,
             extra_args: Vec::new(),
+            binlog: false,
+            init_sql: Vec::new(),
         }
     }
 }
@@ -94,7 +104,7 @@ impl LocalServer {
         let datadir = dir.path().join("data");
         init_datadir(&binary, flavor, &datadir, dir.path())?;
         let init_file = dir.path().join("init.sql");
-        std::fs::write(&init_file, init_sql(flavor, &version_line))
+        std::fs::write(&init_file, init_sql(flavor, &version_line, &opts.init_sql))
             .map_err(|e| Error::io("writing the init file", e))?;
 
         let mut last_err = None;
@@ -264,6 +274,18 @@ impl LocalServer {
         &self.settings
     }
 
+    /// Sets a server option for the next (re)start, replacing any earlier value of it (also
+    /// one given verbatim in `extra_args`); an empty value is a bare flag. For example
+    /// `set_setting("read-only", "OFF")` before [`restart`](Self::restart), as an operator
+    /// edits `my.cnf` after a promotion.
+    pub fn set_setting(&mut self, name: &str, value: &str) {
+        let verbatim = format!("--{name}");
+        let verbatim_eq = format!("--{name}=");
+        self.settings
+            .retain(|(k, _)| k != name && k != &verbatim && !k.starts_with(&verbatim_eq));
+        self.settings.push((name.to_string(), value.to_string()));
+    }
+
     /// The server's error log (kept while the server value lives).
     pub fn error_log(&self) -> PathBuf {
         self.log.clone()
@@ -390,7 +412,12 @@ fn server_settings(
     set("max-allowed-packet", "64M".into());
     set("performance-schema", "OFF".into());
     set("skip-name-resolve", String::new());
-    set("skip-log-bin", String::new());
+    if opts.binlog {
+        // A bare name puts the logs in the datadir, so they survive a restart with it.
+        set("log-bin", "binlog".into());
+    } else {
+        set("skip-log-bin", String::new());
+    }
     // A throwaway server: durability costs seeding time and measures nothing we care about.
     set("innodb-flush-log-at-trx-commit", "2".into());
     if flavor == Flavor::MySql {
@@ -401,98 +428,6 @@ fn server_settings(
         s.push((extra.clone(), String::new()));
     }
     s
-}
-
-fn init_datadir(binary: &Path, flavor: Flavor, datadir: &Path, dir: &Path) -> Result<(), Error> {
-    let mut cmd;
-    let tool;
-    match flavor {
-        Flavor::MariaDb => {
-            let install = binary::find_install_db(binary).ok_or_else(|| Error::NotFound {
-                looked_for: "mariadb-install-db / mysql_install_db (needed to initialise MariaDB)"
-                    .into(),
-            })?;
-            tool = install.display().to_string();
-            cmd = Command::new(&install);
-            let tmp = dir.join("tmp");
-            std::fs::create_dir_all(&tmp)
-                .map_err(|e| Error::io("creating the server tmpdir", e))?;
-            cmd.arg("--no-defaults")
-                .arg(format!("--datadir={}", datadir.display()))
-                // Concurrent initialisations collide on temporary-table files in a shared /tmp.
-                .arg(format!("--tmpdir={}", tmp.display()))
-                .arg("--auth-root-authentication-method=normal")
-                .arg("--skip-test-db")
-                .arg("--skip-name-resolve");
-            if let Some(sbin) = binary.parent() {
-                // Lets install-db find a server outside its compiled-in path.
-                if let Some(base) = sbin.parent() {
-                    if binary != Path::new("/usr/sbin/mariadbd") {
-                        cmd.arg(format!("--basedir={}", base.display()));
-                    }
-                }
-            }
-        }
-        Flavor::MySql => {
-            tool = format!("{} --initialize-insecure", binary.display());
-            cmd = Command::new(binary);
-            let tmp = dir.join("tmp");
-            std::fs::create_dir_all(&tmp)
-                .map_err(|e| Error::io("creating the server tmpdir", e))?;
-            cmd.arg("--no-defaults")
-                .arg("--initialize-insecure")
-                .arg(format!("--datadir={}", datadir.display()))
-                .arg(format!("--tmpdir={}", tmp.display()));
-        }
-    }
-    if is_root() {
-        cmd.arg("--user=root");
-    }
-    let log = dir.join("init.log");
-    let out = std::fs::File::create(&log).map_err(|e| Error::io("creating init.log", e))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| Error::io("cloning init.log", e))?;
-    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-    let mut child = spawn(cmd, SpawnOptions::default()).map_err(|e| Error::Init {
-        tool: tool.clone(),
-        datadir: datadir.to_path_buf(),
-        detail: format!("spawn failed: {e}"),
-    })?;
-    let status = child
-        .wait()
-        .map_err(|e| Error::io("waiting for the datadir initialiser", e))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(Error::Init {
-            tool,
-            datadir: datadir.to_path_buf(),
-            detail: format!("{status}; output tail:\n{}", tail_of(&log, 2000)),
-        })
-    }
-}
-
-/// SQL run by the server at every start (so it also holds after a restart of a datadir
-/// restored from elsewhere). One statement per line, as `--init-file` requires.
-fn init_sql(flavor: Flavor, version_line: &str) -> String {
-    // MySQL 8.0 defaults to caching_sha2_password, which needs TLS or RSA for a full auth;
-    // native keeps every client (and the proxy) simple. 8.4+ no longer loads it by default.
-    let auth = if flavor == Flavor::MySql && version_line.contains("Ver 8.0") {
-        "IDENTIFIED WITH mysql_native_password BY"
-    } else {
-        "IDENTIFIED BY"
-    };
-    let mut sql = format!("CREATE DATABASE IF NOT EXISTS `{BENCH_DB}`;\n");
-    for host in ["%", "localhost"] {
-        sql.push_str(&format!(
-            "CREATE USER IF NOT EXISTS '{BENCH_USER}'@'{host}' {auth} '{BENCH_PASSWORD}';\n"
-        ));
-        sql.push_str(&format!(
-            "GRANT ALL PRIVILEGES ON *.* TO '{BENCH_USER}'@'{host}' WITH GRANT OPTION;\n"
-        ));
-    }
-    sql
 }
 
 /// Holds the pid of the process that owns a dbkit temp dir.
@@ -530,7 +465,7 @@ fn free_port() -> Result<u16, Error> {
         .map_err(|e| Error::io("reading the free port", e))
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no failure mode.
     unsafe { libc::geteuid() == 0 }
 }
@@ -615,20 +550,23 @@ mod tests {
         assert_eq!(get("bind-address"), Some("127.0.0.1"));
         assert_eq!(get("port"), Some("3307"));
         assert_eq!(get("mysqlx"), None);
+        assert_eq!(get("log-bin"), None);
+        let binlog = ServerOptions {
+            binlog: true,
+            ..ServerOptions::default()
+        };
+        let b = server_settings(
+            Flavor::MariaDb,
+            Path::new("/x"),
+            Path::new("/x/i"),
+            1,
+            &binlog,
+        );
+        assert!(b.iter().any(|(k, v)| k == "log-bin" && v == "binlog"));
+        assert!(!b.iter().any(|(k, _)| k == "skip-log-bin"));
         assert_eq!(
             s.last().map(|(k, _)| k.as_str()),
             Some("--thread-cache-size=64")
         );
-    }
-
-    #[test]
-    fn init_sql_creates_user_and_database_one_statement_per_line() {
-        let sql = init_sql(Flavor::MariaDb, "mariadbd Ver 10.11");
-        assert_eq!(sql.lines().count(), 5);
-        assert!(sql.lines().all(|l| l.ends_with(';')));
-        assert!(sql.contains("'bench'@'%' IDENTIFIED BY 'bench'"));
-        assert!(sql.contains("WITH GRANT OPTION"));
-        let mysql = init_sql(Flavor::MySql, "mysqld  Ver 8.0.36");
-        assert!(mysql.contains("mysql_native_password"));
     }
 }

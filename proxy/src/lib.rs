@@ -13,6 +13,7 @@
 //! - [`config`]: the validated configuration (default < file < env < flags).
 //! - [`app`]: `Proxy::bind`, accept loop, shutdown; [`autosize`] drives `pool_size = auto`.
 //! - [`stats`]: counters and reason enums.
+//! - [`topology`]: replication roles, GTID positions and replica choice (pure; not wired in yet).
 //! - [`admin`], [`metrics`], [`latency`]: the admin console, `/metrics`, latency histograms.
 
 pub mod admin;
@@ -28,6 +29,7 @@ pub mod pool;
 pub mod protocol;
 pub mod session;
 pub mod stats;
+pub mod topology;
 
 pub use app::{Proxy, ProxyHandle, StartError};
 pub use config::Config;

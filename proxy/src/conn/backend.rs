@@ -85,11 +85,13 @@ impl MovableState {
 
 /// Variables sluice itself manages on its backends (the session trackers, the
 /// pseudo_thread_id behind CONNECTION_ID() and the value behind LAST_INSERT_ID()); they are
-/// never replayed as part of a client's state.
+/// never replayed as part of a client's state. MariaDB's `last_gtid` (reported after every
+/// write when the binary log is on) is read-only: replaying it fails with error 1238.
 pub fn is_tracker_variable(name: &[u8]) -> bool {
     (name.len() >= 14 && name[..14].eq_ignore_ascii_case(b"session_track_"))
         || name.eq_ignore_ascii_case(b"pseudo_thread_id")
         || name.eq_ignore_ascii_case(b"last_insert_id")
+        || name.eq_ignore_ascii_case(crate::protocol::session_gtid::LAST_GTID)
 }
 
 /// Why a backend may not simply go back to the idle list.
@@ -436,6 +438,32 @@ impl BackendConn {
                 during: "internal prepare",
                 got: 0,
             }),
+        }
+    }
+
+    /// Runs `sql` for sluice's own use (the topology monitor) and reads its small text
+    /// result whole; the response is consumed, never forwarded. `Ok(Err(_))` is the server's
+    /// refusal. A response that cannot be read leaves the connection Broken.
+    pub async fn query_rows(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<Result<crate::protocol::TextResult, ErrPacket>, Error> {
+        use crate::protocol::text_result::Step;
+        self.stream.queue_packet(0, &query_payload(sql));
+        self.stream.flush(None).await?;
+        let mut reader = crate::protocol::TextResultReader::new(self.caps);
+        loop {
+            let span = self.stream.expect_packet().await?;
+            let step = reader.feed(&self.stream.payload(&span));
+            self.stream.consume(&span);
+            match step {
+                Ok(Step::More) => {}
+                Ok(Step::Done) => return Ok(reader.into_result()),
+                Err(e) => {
+                    self.health = Health::Broken;
+                    return Err(e.into());
+                }
+            }
         }
     }
 

@@ -15,9 +15,13 @@
 //! | `auth` | nonces, native and caching_sha2 scrambles and verification, RSA |
 //! | `command` | `Command` parsed from a client packet, `ChangeUser`, `set_stmt_id` |
 //! | `ok` | `OkPacket`, `SessionStateChange`, `strip_session_track` |
+//! | `session_gtid` | `GtidReport`: a write's GTID in the session-state block (MariaDB `last_gtid`, MySQL SESSION_TRACK_GTIDS) |
 //! | `err` | `ErrPacket` |
 //! | `eof` | `EofPacket` |
 //! | `prepare_ok` | `PrepareOk` |
+//! | `column_def` | `column_count`, `ColumnDef` (the name only), for results sluice reads itself |
+//! | `text_row` | `decode_text_row`: a text result row (lenenc strings, NULL) |
+//! | `text_result` | `TextResultReader`, `TextResult`: a small text result set read whole |
 //! | `response` | `ResponseTracker`: where a backend response ends |
 //! | `codes` | `ErrorCode`s sluice sends |
 //! | `charset` | handshake collations a server refuses for the client |
@@ -27,6 +31,7 @@ pub mod auth_switch;
 pub mod buf;
 pub mod charset;
 pub mod codes;
+pub mod column_def;
 pub mod command;
 pub mod eof;
 pub mod err;
@@ -38,6 +43,9 @@ pub mod handshake_response;
 pub mod ok;
 pub mod prepare_ok;
 pub mod response;
+pub mod session_gtid;
+pub mod text_result;
+pub mod text_row;
 
 pub use auth::RsaKeyPair;
 pub use auth_switch::{AuthMoreData, AuthSwitchRequest};
@@ -54,6 +62,8 @@ pub use handshake_response::{is_ssl_request, HandshakeResponse, SslRequest};
 pub use ok::{is_ok, is_ok_terminator, strip_session_track, OkPacket, SessionStateChange};
 pub use prepare_ok::PrepareOk;
 pub use response::{Feed, ResponseKind, ResponseSummary, ResponseTracker};
+pub use session_gtid::{last_write_gtid, GtidReport};
+pub use text_result::{TextResult, TextResultReader};
 
 #[cfg(test)]
 pub(crate) mod testutil {
@@ -102,6 +112,10 @@ mod tests {
             let _ = PrepareOk::decode(&buf);
             let _ = ChangeUser::decode(&buf, caps);
             let _ = Command::parse(&buf);
+            let _ = column_def::column_count(&buf);
+            let _ = column_def::ColumnDef::decode(&buf);
+            let _ = text_row::decode_text_row(&buf, rng.gen_range(0..8));
+            let _ = TextResultReader::new(caps).feed(&buf);
             let _ = scan_logical(&buf, 1 << 20);
             for kind in [
                 ResponseKind::Query,

@@ -36,6 +36,9 @@ pub enum SessionStateChange {
     Schema(Vec<u8>),
     /// Some state changed that has no entry of its own (user variables, temporary tables, ...).
     StateChanged,
+    /// SESSION_TRACK_GTIDS (MySQL `session_track_gtids`): the GTID set text, in encoding
+    /// specification 0, the only one servers use. `session_gtid` reads a write's GTID from
+    /// it (and MariaDB's from the `last_gtid` system variable).
     Gtids(Vec<u8>),
     TransactionCharacteristics(Vec<u8>),
     TransactionState(Vec<u8>),
@@ -195,10 +198,12 @@ fn decode_state_block(r: &mut Reader<'_>, out: &mut Vec<SessionStateChange>) -> 
             // The data is "1" (MariaDB and MySQL send it bare, the docs say lenenc); either way
             // the entry only says "something changed".
             TRACK_STATE_CHANGE => out.push(SessionStateChange::StateChanged),
-            TRACK_GTIDS => {
-                data.u8()?; // encoding specification, always 0
-                out.push(SessionStateChange::Gtids(data.lenenc_bytes()?.to_vec()));
-            }
+            TRACK_GTIDS => match data.u8()? {
+                // Encoding specification 0: a length-encoded GTID set string.
+                0 => out.push(SessionStateChange::Gtids(data.lenenc_bytes()?.to_vec())),
+                // Another encoding would be misread as text; say only that it was there.
+                _ => out.push(SessionStateChange::Unknown(TRACK_GTIDS)),
+            },
             TRACK_TRANSACTION_CHARACTERISTICS => {
                 out.push(SessionStateChange::TransactionCharacteristics(
                     data.lenenc_bytes()?.to_vec(),
@@ -346,6 +351,23 @@ mod tests {
                 TransactionCharacteristics(b"START T".to_vec()),
                 TransactionState(b"T_____W_".to_vec()),
                 StateChanged,
+            ]
+        );
+    }
+
+    #[test]
+    fn gtids_in_an_unknown_encoding_are_not_read_as_text() {
+        // A GTIDS entry with encoding specification 1, then the state-change entry.
+        let raw = [
+            0x00, 0x00, 0x00, 0x02, 0x40, 0x00, 0x00, 0x00, 0x09, 0x03, 0x04, 0x01, 0x02, b'a',
+            b'b', 0x02, 0x01, b'1',
+        ];
+        let ok = OkPacket::decode(&raw, backend_caps()).unwrap();
+        assert_eq!(
+            ok.session_state,
+            vec![
+                SessionStateChange::Unknown(TRACK_GTIDS),
+                SessionStateChange::StateChanged
             ]
         );
     }
