@@ -83,6 +83,8 @@ pub enum Effect {
     GlobalSet,
     /// Any XA statement (the XA transaction belongs to the connection).
     Xa,
+    /// XA START / XA BEGIN.
+    XaStart,
     /// GET DIAGNOSTICS, SHOW WARNINGS / ERRORS: read the previous statement's diagnostics.
     Diagnostics,
     /// Runs SQL sluice cannot see (EXECUTE IMMEDIATE, BEGIN NOT ATOMIC, BINLOG).

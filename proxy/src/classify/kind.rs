@@ -164,7 +164,7 @@ pub(super) fn finish(sql: &[u8], stmt: &mut Stmt, first: bool, c: &mut Classific
         b"xa" => {
             e.add(E::Xa);
             if w(1, b"start") || w(1, b"begin") {
-                e.add(E::Begin);
+                e.add(E::XaStart);
                 K::Begin
             } else if w(1, b"commit") {
                 K::Commit

@@ -148,9 +148,12 @@ impl Session {
         {
             self.pin(PinReason::Cursor);
         }
+        // With an XA transaction open the backend is closed if the session leaves, never
+        // reset (`SessionState::xa_open`).
+        let closes = closed || self.state.xa_open();
         let needs_backend = self.state.needs_backend();
         if let Some(backend) = self.backend.as_mut() {
-            backend.health = match (closed, needs_backend) {
+            backend.health = match (closes, needs_backend) {
                 (true, _) => Health::Broken,
                 (false, true) => Health::Dirty,
                 (false, false) => Health::Clean,

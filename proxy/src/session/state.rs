@@ -46,6 +46,7 @@ enum LockChange {
     ReleaseAllNamed,
     Take(Held),
     Release(Held),
+    XaStart,
 }
 
 /// How a statement ended, as far as its locks are concerned.
@@ -135,9 +136,10 @@ impl Rules {
                 Effect::GlobalSet => {}
                 // The XA transaction shows in the status flags (SERVER_STATUS_IN_TRANS from
                 // XA START through END and PREPARE to XA COMMIT / ROLLBACK), which keep the
-                // session's slot and backend. A prepared one outlives a reset, as it outlives
-                // a disconnect.
+                // session's slot and backend.
                 Effect::Xa => {}
+                // ... and a backend left with one open is closed, not reset (`xa_open`).
+                Effect::XaStart => r.lock(LockChange::XaStart),
                 // Reads what the previous statement left, for which that statement kept its
                 // backend (`warnings_pending`).
                 Effect::Diagnostics => {}
@@ -261,6 +263,8 @@ pub struct SessionState {
     pins: u32,
     /// Named, table, global, backup and instance locks in force.
     locks: Locks,
+    /// An XA START succeeded (the XA transaction lasts while the status says IN_TRANS).
+    xa: bool,
     /// What LAST_INSERT_ID() must return for this session.
     pub last_insert_id: u64,
     /// The last statement left warnings or an error: the next one (SHOW WARNINGS, SHOW
@@ -292,6 +296,7 @@ impl SessionState {
             status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
             pins: 0,
             locks: Locks::default(),
+            xa: false,
             last_insert_id: 0,
             warnings_pending: false,
             multi_statements_baseline: false,
@@ -331,6 +336,14 @@ impl SessionState {
         self.in_transaction() || self.locks.any()
     }
 
+    /// An XA transaction is open on the session's backend. If the session leaves now, the
+    /// backend is closed as the client's own connection would be: a reset detaches a prepared
+    /// XA transaction too, but one that XA COMMIT then commits without its changes (MariaDB
+    /// 10.11), where a disconnect keeps them.
+    pub fn xa_open(&self) -> bool {
+        self.xa && self.in_transaction()
+    }
+
     /// The session's backend carries state that cannot move.
     pub fn needs_backend(&self) -> bool {
         self.holds_slot() || self.pins != 0 || self.warnings_pending
@@ -363,16 +376,20 @@ impl SessionState {
                 }
                 (LockChange::Take(h), Ran::Ok | Ran::FailedPartway) => self.locks.held |= *h as u8,
                 (LockChange::Release(h), Ran::Ok) => self.locks.held &= !(*h as u8),
+                (LockChange::XaStart, Ran::Ok) => self.xa = true,
                 // Did not run, or may not have: the session goes on believing what it did.
                 (
                     LockChange::ReleaseNamed(_)
                     | LockChange::ReleaseAllNamed
                     | LockChange::Take(_)
-                    | LockChange::Release(_),
+                    | LockChange::Release(_)
+                    | LockChange::XaStart,
                     _,
                 ) => {}
             }
         }
+        // XA COMMIT / ROLLBACK (or anything else that ended it) cleared IN_TRANS.
+        self.xa &= self.in_transaction();
         let started = self.pin_bits() & !before;
         applied.new_pins = PinReason::ALL
             .iter()
@@ -427,6 +444,7 @@ impl SessionState {
         self.status = self.fresh_status;
         self.pins = 0;
         self.locks = Locks::default();
+        self.xa = false;
         self.last_insert_id = 0;
         self.warnings_pending = false;
     }
@@ -439,6 +457,7 @@ impl SessionState {
         );
         self.pins = 0;
         self.locks = Locks::default();
+        self.xa = false;
         self.warnings_pending = false;
     }
 
@@ -606,6 +625,24 @@ mod tests {
         ok(&mut s, "BACKUP STAGE START");
         s.reset();
         assert!(!s.needs_backend());
+    }
+
+    #[test]
+    fn an_xa_transaction_is_open_while_the_status_says_so() {
+        let mut s = SessionState::new(None);
+        let in_trans = StatusFlags::SERVER_STATUS_IN_TRANS | StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+        s.status = in_trans;
+        s.apply(&rules("XA START 'x'"), Ran::Failed);
+        assert!(!s.xa_open(), "a failed XA START opened nothing");
+        s.apply(&rules("XA START 'x'"), Ran::Ok);
+        assert!(s.xa_open() && s.holds_slot());
+        s.apply(&rules("XA PREPARE 'x'"), Ran::Ok);
+        assert!(s.xa_open());
+        s.status = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+        s.apply(&rules("XA COMMIT 'x'"), Ran::Ok);
+        assert!(!s.xa_open());
+        s.status = in_trans;
+        assert!(!s.xa_open(), "a later plain transaction is not an XA one");
     }
 
     #[test]
