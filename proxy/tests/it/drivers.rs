@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use mysql_async::prelude::*;
-use mysql_async::{Conn, Opts, OptsBuilder};
+use mysql_async::{Conn, Opts};
 use sluice::stats::PinReason;
 use sluice::ProxyHandle;
 use tokio::process::Command;
@@ -597,16 +597,9 @@ async fn mysql_async_sees_the_same_results_as_direct() {
     let db = "t_drv_mysql_async";
     fresh_db(db).await;
     let proxy = start(config(4)).await;
-    let s = server();
-    let direct_opts: Opts = OptsBuilder::default()
-        .ip_or_hostname(s.host.clone())
-        .tcp_port(s.port)
-        .user(Some(APP_USER))
-        .pass(Some(APP_PASSWORD))
-        .db_name(Some(db))
-        .prefer_socket(false)
-        .into();
-    let direct_run = mysql_async_transcript(direct_opts).await;
+    let server_addr = backend_addr().parse().expect("the server's address");
+    let direct_opts = opts_at(server_addr, APP_USER, APP_PASSWORD, Some(db));
+    let direct_run = mysql_async_transcript(direct_opts.into()).await;
     let stirrers = Stirrers::start(&proxy, 3);
     let sluice_run = mysql_async_transcript(opts(&proxy, "app", "secret", Some(db))).await;
     stirrers.stop().await;
