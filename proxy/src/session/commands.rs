@@ -119,8 +119,7 @@ impl Session {
             self.state.last_insert_id = summary.last_insert_id;
             backend.last_insert_id = summary.last_insert_id;
         }
-        // An error is diagnostics too: SHOW WARNINGS / SHOW ERRORS / GET DIAGNOSTICS read it.
-        self.state.warnings_pending = summary.warnings > 0 || summary.error.is_some();
+        self.state.warnings_pending = summary.warnings > 0;
         backend.state.apply(&summary.state_changes);
         self.state.movable.apply(&summary.state_changes);
         // The backend is gone after this answer: the server closed it, or it failed.
@@ -133,7 +132,10 @@ impl Session {
             if applied.disconnects {
                 (closed, flow) = (true, Flow::Quit);
             }
-            // Asking the server would replace the diagnostics the client may read next.
+            // Asking the server replaces the diagnostics the client may read next: not after
+            // warnings. After an error it asks anyway (a statement that failed, a typo or a
+            // killed wait, took no lock, and one believed held would keep the slot for good);
+            // `SHOW WARNINGS` then misses the error only if the session kept this backend.
             if !closed && !applied.confirm.is_empty() && !self.state.warnings_pending {
                 closed = !self.confirm_named_locks(&applied.confirm).await;
             }

@@ -267,8 +267,8 @@ pub struct SessionState {
     xa: bool,
     /// What LAST_INSERT_ID() must return for this session.
     pub last_insert_id: u64,
-    /// The last statement left warnings or an error: the next one (SHOW WARNINGS, SHOW
-    /// ERRORS, GET DIAGNOSTICS, @@warning_count) must run on the same backend to see them.
+    /// The last statement left warnings: the next one (SHOW WARNINGS, GET DIAGNOSTICS,
+    /// @@warning_count) must run on the same backend to see them.
     pub warnings_pending: bool,
     /// The multi-statements option a reset returns to: the client's capability flag.
     multi_statements_baseline: bool,
