@@ -89,8 +89,15 @@ impl Proxy {
             addr: listen,
             source,
         })?;
+        let reachable = greeting.is_some();
         let ctx = Context::new(config, handshake, server, backend_tls);
         if let Some((key, target)) = crate::context::default_group(&ctx) {
+            if reachable {
+                // The first user's login lane, opened now: it also reads the server's
+                // max_connections, which `max_backend_connections = auto` is derived from.
+                let open = ctx.pool.open_control(&key, &target);
+                let _ = tokio::time::timeout(Duration::from_secs(3), open).await;
+            }
             ctx.pool.set_warm_group(key, target);
         }
         let (admin_addr, metrics_addr) = spawn_consoles(&ctx).await?;
@@ -233,18 +240,11 @@ async fn maintenance(ctx: Arc<Context>) {
             .close_idle_older_than(config.server_idle_timeout, config.min_idle);
         ctx.pool.warm_up(config.min_idle);
         since_check += Duration::from_secs(1);
-        if since_check >= config.health_check_interval {
+        // 0 disables the checks (as documented).
+        if !config.health_check_interval.is_zero() && since_check >= config.health_check_interval {
             since_check = Duration::ZERO;
-            for mut conn in ctx.pool.take_idle_for_check() {
-                let pool = ctx.pool.clone();
-                tokio::spawn(async move {
-                    let healthy = matches!(
-                        tokio::time::timeout(Duration::from_secs(2), conn.ping()).await,
-                        Ok(Ok(()))
-                    );
-                    pool.give_back(conn, healthy);
-                });
-            }
+            let pool = ctx.pool.clone();
+            tokio::spawn(async move { pool.check_idle().await });
         }
     }
 }

@@ -38,12 +38,10 @@ impl LimitState {
     }
 }
 
-/// `[min, max]` for the limit: `max_pool_size`, and never more slots than backends allowed.
-pub fn bounds(config: &Config) -> (u32, u32) {
-    let max = config
-        .max_pool_size
-        .min(config.max_backend_connections)
-        .max(1);
+/// `[min, max]` for the limit: `max_pool_size`, and never more slots than backends allowed
+/// (`max_open`: max_backend_connections in force).
+pub fn bounds(config: &Config, max_open: u32) -> (u32, u32) {
+    let max = config.max_pool_size.min(max_open).max(1);
     (config.min_pool_size.clamp(1, max), max)
 }
 
@@ -70,7 +68,7 @@ pub async fn run(ctx: Arc<Context>) {
             }
             continue;
         }
-        let (min, max) = bounds(&config);
+        let (min, max) = bounds(&config, ctx.pool.cap_for(config.max_backend_connections));
         let l = limiter.get_or_insert_with(|| {
             let l = Limiter::new(min, max, slots.size(), Tuning::default());
             apply(

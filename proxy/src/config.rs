@@ -26,8 +26,8 @@ pub use docs::{config_docs_markdown, example_toml};
 pub use file::{FileConfig, FileUser, Scalar};
 pub use settings::{setting, SettingArgs, SettingDoc, SETTINGS};
 pub use values::{
-    format_duration, parse_bytes, parse_duration, AuthPluginName, BackendTlsMode, LogFormat,
-    PoolSize, Secret,
+    format_duration, parse_bytes, parse_duration, AuthPluginName, BackendLimit, BackendTlsMode,
+    LogFormat, PoolSize, Secret,
 };
 
 use settings::{apply, is_scalar, render};
@@ -103,9 +103,11 @@ pub struct Config {
     pub pool_size: PoolSize,
     pub min_pool_size: u32,
     pub max_pool_size: u32,
-    pub max_backend_connections: u32,
+    pub max_backend_connections: BackendLimit,
     pub max_client_connections: u32,
     pub queue_timeout: Duration,
+    /// How long a statement that would pin its session waits for a pinned place.
+    pub pin_wait: Duration,
     pub max_queue_wait: Option<Duration>,
     pub backend_down_wait: Duration,
     pub connect_timeout: Duration,
@@ -304,9 +306,10 @@ impl Config {
             pool_size: PoolSize::Fixed(1),
             min_pool_size: 0,
             max_pool_size: 0,
-            max_backend_connections: 0,
+            max_backend_connections: BackendLimit::Auto,
             max_client_connections: 0,
             queue_timeout: Duration::ZERO,
+            pin_wait: Duration::ZERO,
             max_queue_wait: None,
             backend_down_wait: Duration::ZERO,
             connect_timeout: Duration::ZERO,

@@ -74,7 +74,8 @@ impl Context {
         let mut settings = pool_settings(&config);
         if config.pool_size == PoolSize::Auto {
             // The limiter owns the size: keep what it found (within the new bounds).
-            let (min, max) = crate::autosize::bounds(&config);
+            let cap = self.pool.cap_for(config.max_backend_connections);
+            let (min, max) = crate::autosize::bounds(&config, cap);
             settings.pool_size = self.pool.slots().size().clamp(min, max);
         }
         self.pool.apply(&settings);
@@ -133,6 +134,10 @@ pub fn default_group(ctx: &Context) -> Option<(PoolKey, BackendTarget)> {
 pub fn initial_pool_size(config: &Config) -> u32 {
     match config.pool_size {
         PoolSize::Fixed(n) => n,
-        PoolSize::Auto => crate::autosize::bounds(config).0,
+        // Before the pool knows the server: a fixed cap, or none yet.
+        PoolSize::Auto => {
+            let cap = config.max_backend_connections.fixed().unwrap_or(u32::MAX);
+            crate::autosize::bounds(config, cap).0
+        }
     }
 }

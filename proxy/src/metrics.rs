@@ -188,8 +188,12 @@ impl Collector for SluiceCollector {
             "state",
             phases,
         )?;
-        let in_use = i64::from(snap.open.saturating_sub(snap.idle));
-        let backends = [("idle", i64::from(snap.idle)), ("in_use", in_use)];
+        let in_use = i64::from(snap.open.saturating_sub(snap.idle + snap.to_reset));
+        let backends = [
+            ("idle", i64::from(snap.idle)),
+            ("to_reset", i64::from(snap.to_reset)),
+            ("in_use", in_use),
+        ];
         gauge_family(
             &mut e,
             "backends",
@@ -205,6 +209,37 @@ impl Collector for SluiceCollector {
             "reason",
             pins,
         )?;
+        let held: Vec<(&str, i64)> = crate::pool::Hold::all()
+            .map(|h| {
+                let n = snap
+                    .pinned_by
+                    .iter()
+                    .find(|(x, _)| *x == h)
+                    .map_or(0, |x| x.1);
+                (h.label(), i64::from(n))
+            })
+            .collect();
+        gauge_family(
+            &mut e,
+            "pinned_backends",
+            "Backend connections pinned sessions hold between statements, by reason",
+            "reason",
+            held,
+        )?;
+        gauge(
+            &mut e,
+            "pinned_backends_max",
+            "Backend connections pinned sessions may hold: max_backend_connections - pool_size",
+            i64::from(snap.pinned_max),
+        )?;
+        if let Some(n) = snap.max_open_from_server {
+            gauge(
+                &mut e,
+                "server_max_connections",
+                "The backend's max_connections, from which max_backend_connections = auto is derived",
+                i64::from(n),
+            )?;
+        }
         gauge(
             &mut e,
             "backend_up",
@@ -284,9 +319,27 @@ impl Collector for SluiceCollector {
         )?;
         counter(
             &mut e,
+            "pin_refusals",
+            "Statements refused with 9005: they would have pinned and no pinned place freed up within pin_wait",
+            s.pin_refusals.load(Relaxed),
+        )?;
+        counter(
+            &mut e,
+            "pin_overflows",
+            "Sessions that pinned after their statement ran while every pinned place was taken",
+            s.pin_overflows.load(Relaxed),
+        )?;
+        counter(
+            &mut e,
             "backend_connects",
             "Backend connections opened",
             s.backend_connects.load(Relaxed),
+        )?;
+        counter(
+            &mut e,
+            "control_connects",
+            "Control connections opened for login-time default-database checks",
+            s.control_connects.load(Relaxed),
         )?;
         counter(
             &mut e,

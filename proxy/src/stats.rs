@@ -127,7 +127,15 @@ pub struct Stats {
     pub queue_timeouts: AtomicU64,
     /// Statements refused by `max_queue_wait` admission control.
     pub shed: AtomicU64,
+    /// Statements refused with 9005: they would have pinned, and no pinned place freed up
+    /// within `pin_wait`.
+    pub pin_refusals: AtomicU64,
+    /// Sessions that pinned after their statement ran (nothing predicted it) while every
+    /// pinned place was taken: they keep their backend beyond the cap.
+    pub pin_overflows: AtomicU64,
     pub backend_connects: AtomicU64,
+    /// Control connections opened for login-time database checks (`pool::control`).
+    pub control_connects: AtomicU64,
     pub backend_connect_errors: AtomicU64,
     pub replays: AtomicU64,
     pub bytes_to_clients: AtomicU64,

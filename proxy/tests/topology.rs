@@ -347,7 +347,7 @@ async fn last_gtid_is_not_replayed_between_sessions_on_a_binlog_server() {
     cfg.users[0].backend_password = Some(sluice::config::Secret::new(APP_PASSWORD.into()));
     // One backend connection: the two sessions take turns on it.
     cfg.pool_size = sluice::config::PoolSize::Fixed(1);
-    cfg.max_backend_connections = 1;
+    cfg.max_backend_connections = sluice::config::BackendLimit::Fixed(1);
     let proxy = sluice::Proxy::bind(cfg).await.expect("sluice starts");
     let opts = |db: &str| -> mysql_async::Opts {
         mysql_async::OptsBuilder::default()

@@ -55,7 +55,9 @@ pub fn set(ctx: &Context, setting: LiveSetting, value: &str) -> Result<Table, Ad
     let duration = || parse_duration(value).map_err(bad);
     match setting {
         LiveSetting::PoolSize => next.pool_size = value.parse::<PoolSize>().map_err(bad)?,
-        LiveSetting::MaxBackendConnections => next.max_backend_connections = count()?,
+        LiveSetting::MaxBackendConnections => {
+            next.max_backend_connections = value.parse().map_err(bad)?
+        }
         LiveSetting::MaxClientConnections => next.max_client_connections = count()?,
         LiveSetting::QueueTimeout => next.queue_timeout = duration()?,
         LiveSetting::ConnectTimeout => next.connect_timeout = duration()?,

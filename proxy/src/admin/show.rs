@@ -81,6 +81,9 @@ use Kind::{Int, Text};
 /// One row per idle-backend group (backend user, capability mask, collation). Slot and
 /// connection counts are pool-wide (one execution-slot queue serves every group); `idle`
 /// is the group's own, `pinned` counts sessions whose backend user is the group's.
+/// `pinned_backends` (pool-wide) are the connections pinned sessions hold, against
+/// `pinned_max` (max_open less pool_size), by reason in `pinned_by`; `max_open_from` says
+/// whether max_open is configured or derived from the server's max_connections.
 pub fn pools(ctx: &Context) -> Table {
     let config = ctx.config();
     let snap = ctx.pool.snapshot();
@@ -104,7 +107,11 @@ pub fn pools(ctx: &Context) -> Table {
         ("idle", Int),
         ("open", Int),
         ("max_open", Int),
+        ("max_open_from", Text),
         ("pinned", Int),
+        ("pinned_backends", Int),
+        ("pinned_max", Int),
+        ("pinned_by", Text),
         ("waiting", Int),
         ("max_wait_ms", Int),
         ("pool_mode", Text),
@@ -120,6 +127,21 @@ pub fn pools(ctx: &Context) -> Table {
         (true, false) => "auto: starting".into(),
         (false, _) => Cell::Null,
     };
+    let from: Cell = match (config.max_backend_connections, snap.max_open_from_server) {
+        (crate::config::BackendLimit::Fixed(_), _) => "config".into(),
+        (_, Some(n)) => format!("auto: server max_connections={n}").into(),
+        (_, None) => format!(
+            "auto: server not read yet, assuming max_connections={}",
+            crate::pool::limits::ASSUMED_SERVER_MAX
+        )
+        .into(),
+    };
+    let by: Vec<String> = snap
+        .pinned_by
+        .iter()
+        .map(|(hold, n)| format!("{hold}={n}"))
+        .collect();
+    let by: Cell = by.join(",").into();
     let mut groups = snap.groups.clone();
     groups.sort_by(|a, b| {
         (&*a.0.user, a.0.caps, a.0.collation).cmp(&(&*b.0.user, b.0.caps, b.0.collation))
@@ -135,7 +157,11 @@ pub fn pools(ctx: &Context) -> Table {
             idle.into(),
             snap.open.into(),
             snap.max_open.into(),
+            from.clone(),
             pinned.into(),
+            snap.pinned.into(),
+            snap.pinned_max.into(),
+            by.clone(),
             snap.waiting.into(),
             max_wait_ms.into(),
             mode.into(),
@@ -297,8 +323,11 @@ pub fn stats(ctx: &Context, started: Instant) -> Table {
     counter("clients_accepted".into(), s.clients_accepted.load(Relaxed));
     counter("statements".into(), s.statements.load(Relaxed));
     counter("queue_timeouts".into(), s.queue_timeouts.load(Relaxed));
+    counter("pin_refusals".into(), s.pin_refusals.load(Relaxed));
+    counter("pin_overflows".into(), s.pin_overflows.load(Relaxed));
     counter("client_errors".into(), s.client_errors.load(Relaxed));
     counter("backend_connects".into(), s.backend_connects.load(Relaxed));
+    counter("control_connects".into(), s.control_connects.load(Relaxed));
     counter(
         "backend_connect_errors".into(),
         s.backend_connect_errors.load(Relaxed),
@@ -329,6 +358,10 @@ pub fn stats(ctx: &Context, started: Instant) -> Table {
     gauge("clients_connected", ctx.registry.len() as u64);
     gauge("backends_open", u64::from(snap.open));
     gauge("backends_idle", u64::from(snap.idle));
+    gauge("backends_to_reset", u64::from(snap.to_reset));
+    gauge("backends_max", u64::from(snap.max_open));
+    gauge("pinned_backends", u64::from(snap.pinned));
+    gauge("pinned_backends_max", u64::from(snap.pinned_max));
     gauge("backend_up", u64::from(ctx.pool.backend_up()));
     gauge("slots_in_use", u64::from(snap.slots_in_use));
     gauge("queue_length", snap.waiting as u64);

@@ -126,14 +126,16 @@ settings! {
         "Lower bound for `pool_size = auto`, and where it starts.";
     max_pool_size, "SLUICE_MAX_POOL_SIZE", "--max-pool-size", "64", "statements", true,
         "Upper bound for `pool_size = auto`.";
-    max_backend_connections, "SLUICE_MAX_BACKEND_CONNECTIONS", "--max-backend-connections", "64", "connections", true,
-        "Cap on open backend connections, idle and pinned ones included. Must be at least pool_size.";
+    max_backend_connections, "SLUICE_MAX_BACKEND_CONNECTIONS", "--max-backend-connections", "auto", "connections", true,
+        "Cap on open backend connections, idle and pinned ones included. `auto`: the server's max_connections less a tenth (at least 10) for other clients, monitoring and sluice's own control connections, read at start or, when sluice starts before its server, at the first connection (151, the MySQL default, is assumed until then). A number overrides it and must be at least pool_size; with several sluice instances in front of one server, give each its share. pool_size connections always stay for statements that do not pin: at most max_backend_connections - pool_size sessions can be pinned (temporary tables, user variables, named locks, ...). SHOW POOLS and /metrics show the pinned ones against that cap.";
     max_client_connections, "SLUICE_MAX_CLIENT_CONNECTIONS", "--max-client-connections", "10000", "connections", true,
         "Clients beyond this get error 1040 (Too many connections) at the handshake.";
     queue_timeout, "SLUICE_QUEUE_TIMEOUT", "--queue-timeout", "30s", "duration", true,
         "A statement that waited this long for an execution slot gets error 9001; the session stays usable.";
     max_queue_wait, "SLUICE_MAX_QUEUE_WAIT", "--max-queue-wait", "", "duration", true,
         "Latency-target admission: a statement whose expected queue wait (queued statements x mean slot time / pool size) exceeds this is refused at once with the retryable error 9002 (HY000) instead of queueing, and one admitted on a wrong estimate is refused once it has waited this long. The expected wait may reach 40% of this for a session just served, growing with the time since the session last got a slot to 80% after 10 x max_queue_wait: under sustained overload the clients that waited longest get the next places, and the margin absorbs the estimate's error. Sessions in a transaction are never refused. Unset: off.";
+    pin_wait, "SLUICE_PIN_WAIT", "--pin-wait", "2s", "duration", true,
+        "A statement that would pin its session to a backend (CREATE TEMPORARY TABLE, SET @var, GET_LOCK, PREPARE, LOCK TABLES, ...) while max_backend_connections - pool_size sessions are pinned already waits this long for one of them to end, then gets error 9005 (HY000) naming the cap and the pinned sessions by reason. The statement does not run, so nothing is lost; the session stays usable and unpinned. 0: refuse at once.";
     backend_down_wait, "SLUICE_BACKEND_DOWN_WAIT", "--backend-down-wait", "10s", "duration", true,
         "While the backend server is unreachable, a statement that needs a new backend connection waits this long (never longer than queue_timeout) for sluice's reconnect loop, then gets error 9003 naming the backend and its last connect error. 0: fail at once.";
     connect_timeout, "SLUICE_CONNECT_TIMEOUT", "--connect-timeout", "5s", "duration", true,
@@ -159,7 +161,7 @@ settings! {
     server_lifetime, "SLUICE_SERVER_LIFETIME", "--server-lifetime", "1h", "duration", true,
         "A backend connection is closed when released after being open this long. 0 disables.";
     health_check_interval, "SLUICE_HEALTH_CHECK_INTERVAL", "--health-check-interval", "30s", "duration", true,
-        "Idle backend connections are pinged this often. 0 disables.";
+        "Idle backend connections are pinged this often, one at a time and each only while an execution slot is free (a round stops while statements queue; a checkout tests a connection's socket itself). 0 disables.";
     min_idle, "SLUICE_MIN_IDLE", "--min-idle", "0", "connections", true,
         "Idle backend connections kept open (and opened at start, after an outage, and after idle or lifetime closes) for the warm group: at start the first user with mysql_async's capabilities and utf8mb4, then the group of the clients that last needed a new connection.";
     admin_listen, "SLUICE_ADMIN_LISTEN", "--admin-listen", "", "address", false,
@@ -211,7 +213,7 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
         "pool_size" => cfg.pool_size = raw.parse()?,
         "min_pool_size" => cfg.min_pool_size = parse_u32(raw)?,
         "max_pool_size" => cfg.max_pool_size = parse_u32(raw)?,
-        "max_backend_connections" => cfg.max_backend_connections = parse_u32(raw)?,
+        "max_backend_connections" => cfg.max_backend_connections = raw.parse()?,
         "max_client_connections" => cfg.max_client_connections = parse_u32(raw)?,
         "queue_timeout" => cfg.queue_timeout = parse_duration(raw)?,
         "max_queue_wait" => {
@@ -221,6 +223,7 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
                 Some(parse_duration(raw)?)
             }
         }
+        "pin_wait" => cfg.pin_wait = parse_duration(raw)?,
         "backend_down_wait" => cfg.backend_down_wait = parse_duration(raw)?,
         "connect_timeout" => cfg.connect_timeout = parse_duration(raw)?,
         "client_login_timeout" => cfg.client_login_timeout = parse_duration(raw)?,
@@ -282,10 +285,14 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         },
         "min_pool_size" => n(cfg.min_pool_size),
         "max_pool_size" => n(cfg.max_pool_size),
-        "max_backend_connections" => n(cfg.max_backend_connections),
+        "max_backend_connections" => match cfg.max_backend_connections {
+            super::BackendLimit::Fixed(x) => n(x),
+            super::BackendLimit::Auto => s("auto".into()),
+        },
         "max_client_connections" => n(cfg.max_client_connections),
         "queue_timeout" => d(cfg.queue_timeout),
         "max_queue_wait" => cfg.max_queue_wait.and_then(d),
+        "pin_wait" => d(cfg.pin_wait),
         "backend_down_wait" => d(cfg.backend_down_wait),
         "connect_timeout" => d(cfg.connect_timeout),
         "client_login_timeout" => d(cfg.client_login_timeout),

@@ -52,10 +52,11 @@ fn every_default_parses_and_matches_the_spec() {
     assert_eq!(c.pool_size, PoolSize::Fixed(4));
     assert_eq!(
         (c.min_pool_size, c.max_pool_size, c.max_backend_connections),
-        (1, 64, 64)
+        (1, 64, BackendLimit::Auto)
     );
     assert_eq!(c.max_client_connections, 10_000);
     assert_eq!(c.queue_timeout, Duration::from_secs(30));
+    assert_eq!(c.pin_wait, Duration::from_secs(2));
     assert_eq!(c.max_queue_wait, None);
     assert_eq!(c.connect_timeout, Duration::from_secs(5));
     assert_eq!(c.client_login_timeout, Duration::from_secs(10));
@@ -90,7 +91,11 @@ fn precedence_is_default_file_env_flag() {
         "flag beats env and file"
     );
     assert_eq!(cfg.queue_timeout, Duration::from_secs(20), "env beats file");
-    assert_eq!(cfg.max_backend_connections, 40, "file beats default");
+    assert_eq!(
+        cfg.max_backend_connections,
+        BackendLimit::Fixed(40),
+        "file beats default"
+    );
     assert_eq!(cfg.connect_timeout, Duration::from_secs(5), "default");
     let names: Vec<&str> = cfg.users.iter().map(|u| u.name.as_str()).collect();
     assert_eq!(
@@ -225,7 +230,9 @@ name = "nopass"
     }
     assert_eq!(errs.len(), expect.len(), "{errs:#?}");
 
-    let errs = invalid(Config::from_toml_str("pool_size = 80\n"));
+    let errs = invalid(Config::from_toml_str(
+        "pool_size = 80\nmax_backend_connections = 64\n",
+    ));
     assert!(
         errs.iter().any(|m| m.contains("no users are configured")),
         "{errs:?}"
@@ -362,6 +369,11 @@ fn value_parsers() {
     assert_eq!("auto".parse::<PoolSize>(), Ok(PoolSize::Auto));
     assert_eq!(" 8 ".parse::<PoolSize>(), Ok(PoolSize::Fixed(8)));
     assert!("-1".parse::<PoolSize>().is_err());
+    assert_eq!("AUTO".parse::<BackendLimit>(), Ok(BackendLimit::Auto));
+    assert_eq!("300".parse::<BackendLimit>(), Ok(BackendLimit::Fixed(300)));
+    assert!("many".parse::<BackendLimit>().is_err());
+    assert_eq!(BackendLimit::Fixed(2).max(4), BackendLimit::Fixed(4));
+    assert_eq!(BackendLimit::Auto.max(4), BackendLimit::Auto);
     assert_eq!(
         "caching_sha2_password".parse(),
         Ok(AuthPluginName::CachingSha2)

@@ -44,15 +44,16 @@ impl Config {
     }
 
     fn check_pool(&self, e: &mut Vec<String>) {
-        match self.pool_size {
-            PoolSize::Fixed(0) => e.push("pool_size is 0; set it to at least 1 (or \"auto\")".into()),
-            PoolSize::Fixed(p) if self.max_backend_connections < p => e.push(format!(
-                "max_backend_connections ({}) is less than pool_size ({p}); raise max_backend_connections to at least {p} or lower pool_size",
-                self.max_backend_connections
+        // `auto` is derived from the server at run time and never leaves pool_size short.
+        let cap = self.max_backend_connections.fixed();
+        match (self.pool_size, cap) {
+            (PoolSize::Fixed(0), _) => e.push("pool_size is 0; set it to at least 1 (or \"auto\")".into()),
+            (PoolSize::Fixed(p), Some(cap)) if cap < p => e.push(format!(
+                "max_backend_connections ({cap}) is less than pool_size ({p}); raise max_backend_connections to at least {p} or lower pool_size"
             )),
-            PoolSize::Auto if self.max_backend_connections < self.min_pool_size => e.push(format!(
-                "max_backend_connections ({}) is less than min_pool_size ({}); raise max_backend_connections or lower min_pool_size",
-                self.max_backend_connections, self.min_pool_size
+            (PoolSize::Auto, Some(cap)) if cap < self.min_pool_size => e.push(format!(
+                "max_backend_connections ({cap}) is less than min_pool_size ({}); raise max_backend_connections or lower min_pool_size",
+                self.min_pool_size
             )),
             _ => {}
         }
@@ -65,13 +66,15 @@ impl Config {
                 self.min_pool_size, self.max_pool_size
             ));
         }
-        if self.max_backend_connections == 0 {
-            e.push("max_backend_connections is 0; set it to at least pool_size".into());
+        if cap == Some(0) {
+            e.push(
+                "max_backend_connections is 0; set it to at least pool_size, or \"auto\"".into(),
+            );
         }
-        if self.min_idle > self.max_backend_connections {
+        if let Some(cap) = cap.filter(|cap| self.min_idle > *cap) {
             e.push(format!(
-                "min_idle ({}) is greater than max_backend_connections ({}); lower min_idle",
-                self.min_idle, self.max_backend_connections
+                "min_idle ({}) is greater than max_backend_connections ({cap}); lower min_idle",
+                self.min_idle
             ));
         }
     }

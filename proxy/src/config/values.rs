@@ -79,6 +79,57 @@ impl fmt::Display for PoolSize {
     }
 }
 
+/// The cap on open backend connections (`max_backend_connections`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendLimit {
+    /// Derived from the server's `@@max_connections`, less headroom for other clients
+    /// (`pool::limits`).
+    Auto,
+    /// A fixed number (validated to be >= pool_size).
+    Fixed(u32),
+}
+
+impl BackendLimit {
+    /// The configured number, if it is not `auto`.
+    pub fn fixed(self) -> Option<u32> {
+        match self {
+            BackendLimit::Fixed(n) => Some(n),
+            BackendLimit::Auto => None,
+        }
+    }
+
+    /// At least `floor` connections: a fixed cap is raised to it, `auto` stays `auto` (the
+    /// derived cap never leaves pool_size short of connections anyway).
+    pub fn max(self, floor: u32) -> BackendLimit {
+        match self {
+            BackendLimit::Fixed(n) => BackendLimit::Fixed(n.max(floor)),
+            BackendLimit::Auto => BackendLimit::Auto,
+        }
+    }
+}
+
+impl FromStr for BackendLimit {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(BackendLimit::Auto);
+        }
+        s.parse::<u32>().map(BackendLimit::Fixed).map_err(|_| {
+            format!("expected a whole number such as 200, or \"auto\" (from the server's max_connections); got {s:?}")
+        })
+    }
+}
+
+impl fmt::Display for BackendLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackendLimit::Fixed(n) => write!(f, "{n}"),
+            BackendLimit::Auto => f.write_str("auto"),
+        }
+    }
+}
+
 /// The MySQL authentication plugins sluice speaks to clients and backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthPluginName {

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::outage::OutageView;
+use super::places::PinRefusal;
 use crate::stats::ConnectFailure;
 
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +31,12 @@ pub enum Error {
         view: Box<OutageView>,
         waited: Duration,
     },
+    /// A statement that would pin its session found no pinned place free within `pin_wait`.
+    #[error("no backend connection to pin ({} of {} pinned places taken)", .0.pinned, .0.cap)]
+    PinLimit(Box<PinRefusal>),
+    /// The server accepted the connection but did not answer a login-time check in time.
+    #[error("backend {addr} did not answer (waited {waited:?})")]
+    NoAnswer { addr: String, waited: Duration },
     /// The pool is shutting down.
     #[error("the pool is closed")]
     Closed,

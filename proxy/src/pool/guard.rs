@@ -2,13 +2,17 @@
 //! whatever path the session took (an early `?`, a cancelled future, a panic).
 
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
+use super::reset::{ResetPolicy, Resets};
 use super::Pool;
 use crate::conn::BackendConn;
 
 pub struct PooledBackend {
     conn: Option<BackendConn>,
     pool: Pool,
+    /// How a reset on return may be run (`pool::reset`).
+    policy: ResetPolicy,
 }
 
 impl PooledBackend {
@@ -16,7 +20,25 @@ impl PooledBackend {
         PooledBackend {
             conn: Some(conn),
             pool,
+            policy: ResetPolicy::default(),
         }
+    }
+
+    /// A reset this backend needs on return is counted in `resets` until it is done.
+    pub fn report_resets_to(&mut self, resets: Arc<Resets>) {
+        self.policy.tracker = Some(resets);
+    }
+
+    /// Nobody waits on this backend's state (no transaction, no lock): its reset may wait
+    /// for a free execution slot.
+    pub fn defer_reset(&mut self) {
+        self.policy.deferrable = true;
+        self.policy.tracker = None;
+    }
+
+    /// The connection itself, bypassing the check-in.
+    pub(super) fn into_conn(mut self) -> BackendConn {
+        self.conn.take().expect("backend present until drop")
     }
 }
 
@@ -36,7 +58,7 @@ impl DerefMut for PooledBackend {
 impl Drop for PooledBackend {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.pool.checkin(conn);
+            self.pool.checkin(conn, std::mem::take(&mut self.policy));
         }
     }
 }

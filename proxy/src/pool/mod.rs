@@ -1,18 +1,28 @@
 //! Backend ownership: execution slots (`slots`), idle backend connections grouped by
-//! `PoolKey`, the checkout that picks the best one, and the check-in decision (`recycle`).
+//! `PoolKey`, the checkout that picks the best one, the check-in decision (`recycle`), the
+//! places pinned sessions may hold (`places`), the cap on connections (`limits`) and the
+//! control connections of login checks (`control`).
 //!
 //! The idle lists live under one sync mutex that is never held across an `.await`.
 
+pub mod control;
 pub mod error;
 pub mod guard;
 pub mod limiter;
+pub mod limits;
+mod maintain;
 mod opener;
 pub mod outage;
+pub mod places;
 pub mod recycle;
+pub mod reset;
 pub mod slots;
 
+pub use control::CheckError;
 pub use error::Error;
 pub use guard::PooledBackend;
+pub use places::{Hold, PinPlace, PinRefusal};
+pub use reset::Resets;
 pub use slots::{Slot, Slots, Window};
 
 use std::collections::HashMap;
@@ -22,9 +32,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::config::BackendLimit;
 use crate::conn::backend::{BackendTarget, Health, MovableState, PoolKey};
 use crate::conn::server_info::ServerInfoCell;
-use crate::conn::BackendConn;
+use crate::conn::{self, BackendConn};
 use crate::stats::{BackendCloseReason, RecycleOutcome, Stats};
 use outage::{Outage, OutageView};
 use recycle::{PoolFacts, Recycle};
@@ -38,7 +49,12 @@ struct Shared {
     slots: Arc<Slots>,
     backends: Mutex<Backends>,
     freed: Notify,
+    /// max_backend_connections in force: `limit` resolved against the server (`limits`).
     max_open: AtomicU32,
+    limit: Mutex<BackendLimit>,
+    learned: Mutex<limits::Learned>,
+    places: places::Places,
+    lanes: control::Lanes,
     lifetime_secs: AtomicU32,
     closed: AtomicBool,
     stats: Arc<Stats>,
@@ -50,12 +66,16 @@ struct Shared {
     warming: AtomicU32,
     /// Idle backends out for a health check: still idle as far as warm-up is concerned.
     checking: AtomicU32,
+    /// A health-check round is running (`maintain::check_idle`).
+    health_round: AtomicBool,
     /// The latest greeting of the server, written by every new connection.
     server: Arc<ServerInfoCell>,
 }
 
 enum Plan {
     Idle(BackendConn),
+    /// A deferred backend of the group, to reset first (`pool::reset`).
+    Dirty(BackendConn),
     Open(Option<BackendConn>),
     Wait,
 }
@@ -63,9 +83,12 @@ enum Plan {
 #[derive(Default)]
 struct Backends {
     idle: HashMap<PoolKey, Vec<BackendConn>>,
-    /// Every open backend: idle, checked out, pinned, connecting or resetting.
+    /// Backends whose reset waits for a free execution slot (`pool::reset`).
+    dirty: HashMap<PoolKey, Vec<BackendConn>>,
+    /// Every open backend: idle, dirty, checked out, pinned, connecting or resetting.
     open: u32,
     idle_count: u32,
+    dirty_count: u32,
 }
 
 /// A point-in-time view for SHOW POOLS and metrics.
@@ -76,25 +99,37 @@ pub struct PoolSnapshot {
     pub waiting: usize,
     pub open: u32,
     pub idle: u32,
+    /// Backends waiting for a slot to be reset (`pool::reset`).
+    pub to_reset: u32,
     pub max_open: u32,
+    /// The server's max_connections when max_open was derived from it (`auto`).
+    pub max_open_from_server: Option<u32>,
+    /// Places pinned sessions hold, and how many they may hold.
+    pub pinned: u32,
+    pub pinned_max: u32,
+    pub pinned_by: Vec<(Hold, u32)>,
     pub groups: Vec<(PoolKey, usize)>,
 }
 
 /// Settings the pool reads; all live-tunable.
 pub struct PoolSettings {
     pub pool_size: u32,
-    pub max_backend_connections: u32,
+    pub max_backend_connections: BackendLimit,
     pub server_lifetime: Duration,
 }
 
 impl Pool {
     pub fn new(settings: &PoolSettings, stats: Arc<Stats>, server: Arc<ServerInfoCell>) -> Pool {
-        Pool {
+        let pool = Pool {
             shared: Arc::new(Shared {
                 slots: Slots::new(settings.pool_size),
                 backends: Mutex::new(Backends::default()),
                 freed: Notify::new(),
-                max_open: AtomicU32::new(settings.max_backend_connections),
+                max_open: AtomicU32::new(0),
+                limit: Mutex::new(settings.max_backend_connections),
+                learned: Mutex::default(),
+                places: Default::default(),
+                lanes: Default::default(),
                 lifetime_secs: AtomicU32::new(
                     settings.server_lifetime.as_secs().min(u32::MAX as u64) as u32,
                 ),
@@ -104,21 +139,30 @@ impl Pool {
                 warm: Mutex::new(None),
                 warming: AtomicU32::new(0),
                 checking: AtomicU32::new(0),
+                health_round: AtomicBool::new(false),
                 server,
             }),
-        }
+        };
+        pool.set_limit(settings.max_backend_connections);
+        pool
     }
 
     pub fn apply(&self, settings: &PoolSettings) {
         self.shared.slots.resize(settings.pool_size);
-        self.shared
-            .max_open
-            .store(settings.max_backend_connections, Ordering::Relaxed);
         self.shared.lifetime_secs.store(
             settings.server_lifetime.as_secs().min(u32::MAX as u64) as u32,
             Ordering::Relaxed,
         );
-        self.shared.freed.notify_waiters();
+        // Also wakes checkouts and place waiters: the room may have grown.
+        self.set_limit(settings.max_backend_connections);
+    }
+
+    /// Open connections the pool may have: max_backend_connections, or more when pinned
+    /// sessions overflowed their places, so that `pool_size` connections always remain for
+    /// statements that do not pin.
+    fn allowed_open(&self) -> u32 {
+        self.max_open()
+            .max(self.pinned() + self.shared.slots.size())
     }
 
     pub fn slots(&self) -> &Arc<Slots> {
@@ -191,6 +235,11 @@ impl Pool {
                     }
                     return Ok(PooledBackend::new(conn, self.clone()));
                 }
+                Plan::Dirty(conn) => {
+                    if let Some(ready) = self.reset_for_checkout(conn).await {
+                        return Ok(ready);
+                    }
+                }
                 Plan::Open(evicted) => {
                     if evicted.is_some() {
                         self.shared
@@ -259,13 +308,17 @@ impl Pool {
         let mut b = self.lock();
         if let Some(conn) = take_best(&mut b, key, want) {
             Plan::Idle(conn)
+        } else if let Some(conn) = Self::take_dirty(&mut b, key) {
+            // A reset is cheaper than a new connection, and drains the deferred ones.
+            Plan::Dirty(conn)
         } else if !may_open {
             Plan::Wait
-        } else if b.open < self.shared.max_open.load(Ordering::Relaxed) {
+        } else if b.open < self.allowed_open() {
             b.open += 1;
             Plan::Open(None)
-        } else if let Some(victim) = take_any_idle(&mut b) {
-            // Make room: an idle backend of another group gives its place up.
+        } else if let Some(victim) = take_any_idle(&mut b).or_else(|| Self::take_any_dirty(&mut b))
+        {
+            // Make room: an idle (or deferred) backend of another group gives its place up.
             Plan::Open(Some(victim))
         } else {
             Plan::Wait
@@ -285,14 +338,22 @@ impl Pool {
         loop {
             match self.open_fresh_once(key, target).await {
                 Err(Error::Connect { kind, .. }) if !kind.is_permanent() => {
-                    let mut up = self.shared.outage.subscribe();
-                    let back = tokio::time::timeout_at(until.into(), up.wait_for(|up| *up));
-                    if !matches!(back.await, Ok(Ok(_))) {
-                        return Err(self.down_error(started.elapsed()));
-                    }
+                    self.wait_up(until, started).await?
                 }
                 other => return other,
             }
+        }
+    }
+
+    /// Waits until `until` for the reconnect loop to find the server up; the down error
+    /// (counting from `started`) if it does not.
+    async fn wait_up(&self, until: Instant, started: Instant) -> Result<(), Error> {
+        let mut up = self.shared.outage.subscribe();
+        let back = tokio::time::timeout_at(until.into(), up.wait_for(|up| *up)).await;
+        if matches!(back, Ok(Ok(_))) {
+            Ok(())
+        } else {
+            Err(self.down_error(started.elapsed()))
         }
     }
 
@@ -303,11 +364,11 @@ impl Pool {
     ) -> Result<PooledBackend, Error> {
         let evicted = {
             let mut b = self.lock();
-            if b.open < self.shared.max_open.load(Ordering::Relaxed) {
+            if b.open < self.allowed_open() {
                 b.open += 1;
                 None
             } else {
-                match take_any_idle(&mut b) {
+                match take_any_idle(&mut b).or_else(|| Self::take_any_dirty(&mut b)) {
                     Some(victim) => Some(victim),
                     None => {
                         return Err(Error::QueueTimeout {
@@ -346,44 +407,66 @@ impl Pool {
         key: &PoolKey,
         target: &BackendTarget,
     ) -> Result<BackendConn, Error> {
-        match BackendConn::connect(target, key.clone()).await {
-            Ok(conn) => {
-                Stats::incr(&self.shared.stats.backend_connects);
-                self.shared.server.learn(&conn.server);
-                Ok(conn)
-            }
+        match self.open_conn(key, target, false).await {
+            Ok(conn) => Ok(conn),
             Err(source) => {
-                let kind = outage::classify(&source);
-                Stats::incr(&self.shared.stats.backend_connect_errors);
-                self.shared.stats.connect_failed(kind);
                 self.lock().open -= 1;
                 self.shared.freed.notify_one();
-                if self
-                    .shared
-                    .outage
-                    .failed(&target.addr, kind, source.to_string())
-                {
-                    self.spawn_reconnect(key.clone(), target.clone());
-                }
-                Err(Error::Connect {
-                    addr: target.addr.clone(),
-                    user: target.user.clone(),
-                    kind,
-                    source,
-                })
+                Err(self.connect_failed(key, target, source))
             }
         }
     }
 
+    /// Opens and logs in a backend connection and records it: the count, the server's
+    /// greeting, and (once) the server's max_connections.
+    /// A control connection (`control`) is counted apart from the pool's own.
+    async fn open_conn(
+        &self,
+        key: &PoolKey,
+        target: &BackendTarget,
+        control: bool,
+    ) -> Result<BackendConn, conn::Error> {
+        let mut conn = BackendConn::connect(target, key.clone()).await?;
+        let stats = &self.shared.stats;
+        Stats::incr(if control {
+            &stats.control_connects
+        } else {
+            &stats.backend_connects
+        });
+        self.shared.server.learn(&conn.server);
+        self.learn_limit(&mut conn).await?;
+        Ok(conn)
+    }
+
+    /// Records a failed connect, and starts the reconnect loop if the server looks down.
+    fn connect_failed(&self, key: &PoolKey, target: &BackendTarget, source: conn::Error) -> Error {
+        let kind = outage::classify(&source);
+        Stats::incr(&self.shared.stats.backend_connect_errors);
+        self.shared.stats.connect_failed(kind);
+        if self
+            .shared
+            .outage
+            .failed(&target.addr, kind, source.to_string())
+        {
+            self.spawn_reconnect(key.clone(), target.clone());
+        }
+        Error::Connect {
+            addr: target.addr.clone(),
+            user: target.user.clone(),
+            kind,
+            source,
+        }
+    }
+
     /// The return path of every backend (called from `PooledBackend::drop`).
-    pub(crate) fn checkin(&self, mut conn: BackendConn) {
+    pub(crate) fn checkin(&self, mut conn: BackendConn, policy: reset::ResetPolicy) {
         conn.last_used = Instant::now();
         let facts = {
             let b = self.lock();
             PoolFacts {
                 closed: self.shared.closed.load(Ordering::Relaxed),
                 open: b.open,
-                max_open: self.shared.max_open.load(Ordering::Relaxed),
+                max_open: self.allowed_open(),
                 lifetime: Duration::from_secs(
                     self.shared.lifetime_secs.load(Ordering::Relaxed) as u64
                 ),
@@ -396,20 +479,7 @@ impl Pool {
             }
             Recycle::Reset => {
                 self.shared.stats.recycled(RecycleOutcome::Reset);
-                let pool = self.clone();
-                let spawned = tokio::runtime::Handle::try_current().map(|h| {
-                    h.spawn(async move {
-                        let ok = tokio::time::timeout(Duration::from_secs(10), conn.reset()).await;
-                        match ok {
-                            Ok(Ok(())) => pool.put_idle(conn),
-                            _ => pool.close(conn, BackendCloseReason::ResetFailed),
-                        }
-                    })
-                });
-                if spawned.is_err() {
-                    // No runtime (process exit): nothing can reuse it anyway.
-                    self.forget_one();
-                }
+                self.reset_returned(conn, policy);
             }
             Recycle::Close(reason) => {
                 self.shared.stats.recycled(RecycleOutcome::Close);
@@ -439,99 +509,6 @@ impl Pool {
         self.shared.freed.notify_one();
     }
 
-    /// Closes idle backends that were unused for `idle_timeout`, keeping `min_idle` of the
-    /// warm group (other groups' idle backends all time out), and idle ones older than
-    /// `server_lifetime` (warm-up replaces them). A zero duration disables either.
-    pub fn close_idle_older_than(&self, idle_timeout: Duration, min_idle: u32) -> usize {
-        let now = Instant::now();
-        let lifetime =
-            Duration::from_secs(self.shared.lifetime_secs.load(Ordering::Relaxed) as u64);
-        let warm = self.warm_key();
-        let mut victims = Vec::new();
-        {
-            let mut b = self.lock();
-            for (key, list) in b.idle.iter_mut() {
-                let mut keep = if Some(key) == warm.as_ref() {
-                    list.len() as u32
-                } else {
-                    0
-                };
-                // Oldest first, so the kept ones are the most recently used.
-                let mut i = 0;
-                while i < list.len() {
-                    let expired = !idle_timeout.is_zero()
-                        && now.duration_since(list[i].last_used) >= idle_timeout;
-                    let too_old =
-                        !lifetime.is_zero() && now.duration_since(list[i].created) >= lifetime;
-                    if too_old || (expired && (keep > min_idle || keep == 0)) {
-                        let conn = list.remove(i);
-                        self.shared.stats.backend_closed(if too_old {
-                            BackendCloseReason::Lifetime
-                        } else {
-                            BackendCloseReason::IdleTimeout
-                        });
-                        victims.push(conn);
-                        keep = keep.saturating_sub(1);
-                    } else {
-                        i += 1;
-                    }
-                }
-            }
-            b.idle_count -= victims.len() as u32;
-            b.open -= victims.len() as u32;
-        }
-        let n = victims.len();
-        if n > 0 {
-            self.shared.freed.notify_waiters();
-        }
-        n
-    }
-
-    fn warm_key(&self) -> Option<PoolKey> {
-        let warm = self.shared.warm.lock().unwrap_or_else(|p| p.into_inner());
-        warm.as_ref().map(|w| w.0.clone())
-    }
-
-    /// Takes every idle backend out for a health check; `give_back` returns the healthy ones.
-    pub fn take_idle_for_check(&self) -> Vec<BackendConn> {
-        let mut b = self.lock();
-        let all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
-        b.idle_count = 0;
-        self.shared
-            .checking
-            .fetch_add(all.len() as u32, Ordering::Relaxed);
-        all
-    }
-
-    /// Returns a backend `take_idle_for_check` took out.
-    pub fn give_back(&self, conn: BackendConn, healthy: bool) {
-        self.shared.checking.fetch_sub(1, Ordering::Relaxed);
-        if healthy {
-            self.put_idle(conn);
-        } else {
-            self.close(conn, BackendCloseReason::HealthCheck);
-        }
-    }
-
-    /// Stops handing out backends and closes the idle ones.
-    pub fn close_all(&self) {
-        self.shared.closed.store(true, Ordering::Relaxed);
-        self.shared.slots.close();
-        let idle = {
-            let mut b = self.lock();
-            let all: Vec<BackendConn> = b.idle.drain().flat_map(|(_, v)| v).collect();
-            b.open -= all.len() as u32;
-            b.idle_count = 0;
-            all
-        };
-        for _ in &idle {
-            self.shared
-                .stats
-                .backend_closed(BackendCloseReason::Shutdown);
-        }
-        self.shared.freed.notify_waiters();
-    }
-
     pub fn snapshot(&self) -> PoolSnapshot {
         let b = self.lock();
         PoolSnapshot {
@@ -540,14 +517,14 @@ impl Pool {
             waiting: self.shared.slots.waiting(),
             open: b.open,
             idle: b.idle_count,
-            max_open: self.shared.max_open.load(Ordering::Relaxed),
+            to_reset: b.dirty_count,
+            max_open: self.max_open(),
+            max_open_from_server: self.cap_from_server(),
+            pinned: self.pinned(),
+            pinned_max: self.pin_cap(),
+            pinned_by: self.pinned_by(),
             groups: b.idle.iter().map(|(k, v)| (k.clone(), v.len())).collect(),
         }
-    }
-
-    /// Shows each idle backend to `f` (SHOW SERVERS) under the pool lock: `f` must be quick.
-    pub fn for_each_idle(&self, mut f: impl FnMut(&BackendConn)) {
-        self.lock().idle.values().flatten().for_each(&mut f);
     }
 
     fn lock(&self) -> MutexGuard<'_, Backends> {

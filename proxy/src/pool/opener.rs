@@ -30,10 +30,8 @@ impl Pool {
                 self.shared.outage.stop_reconnecting();
                 return;
             }
-            match BackendConn::connect(&target, key.clone()).await {
+            match self.open_conn(&key, &target, false).await {
                 Ok(conn) => {
-                    Stats::incr(&self.shared.stats.backend_connects);
-                    self.shared.server.learn(&conn.server);
                     self.adopt(conn);
                     self.shared.outage.back_up();
                     return;
@@ -58,7 +56,7 @@ impl Pool {
     fn adopt(&self, conn: BackendConn) {
         {
             let mut b = self.lock();
-            if b.open >= self.shared.max_open.load(Ordering::Relaxed) {
+            if b.open >= self.allowed_open() {
                 return;
             }
             b.open += 1;
@@ -101,11 +99,7 @@ impl Pool {
             let idle = b.idle.get(&group.0).map_or(0, Vec::len) as u32;
             let in_flight = self.shared.warming.load(Ordering::Relaxed)
                 + self.shared.checking.load(Ordering::Relaxed);
-            let room = self
-                .shared
-                .max_open
-                .load(Ordering::Relaxed)
-                .saturating_sub(b.open);
+            let room = self.allowed_open().saturating_sub(b.open);
             let n = min_idle.saturating_sub(idle + in_flight).min(room);
             b.open += n;
             n

@@ -116,6 +116,18 @@ impl Slots {
         })
     }
 
+    /// A slot if one is free and nobody queues for it (background work that must not jump
+    /// the queue: a free permit exists only while no one waits).
+    pub fn try_acquire(self: &Arc<Self>) -> Option<Slot> {
+        let permit = self.sem.clone().try_acquire_owned().ok()?;
+        let held = self.in_use.fetch_add(1, Ordering::Relaxed) + 1;
+        self.window_peak_in_use.fetch_max(held, Ordering::Relaxed);
+        Some(Slot {
+            permit: Some(permit),
+            slots: self.clone(),
+        })
+    }
+
     /// Changes the number of slots without disturbing statements that hold one.
     pub fn resize(&self, new: u32) {
         let old = self.size.swap(new, Ordering::AcqRel);
@@ -348,6 +360,23 @@ mod tests {
         );
         drop(held);
         assert_eq!(slots.take_window(), Window::default());
+    }
+
+    #[tokio::test]
+    async fn try_acquire_never_jumps_the_queue() {
+        let slots = Slots::new(1);
+        let held = slots.try_acquire().expect("a free slot");
+        assert!(slots.try_acquire().is_none());
+        let s = slots.clone();
+        let waiter = tokio::spawn(async move { s.acquire(Duration::from_secs(5)).await.is_ok() });
+        while slots.waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        drop(held);
+        // The permit went to the waiter, not to a late try.
+        assert!(slots.try_acquire().is_none() || slots.waiting() == 0);
+        assert!(waiter.await.unwrap());
+        assert_eq!(slots.in_use(), 0);
     }
 
     #[tokio::test]

@@ -47,7 +47,7 @@ pub const NOT_SUPPORTED: ErrorCode = code(1235, "42000");
 pub const UNKNOWN_STMT_HANDLER: ErrorCode = code(1243, "HY000");
 /// ER_QUERY_INTERRUPTED: the statement was killed.
 pub const QUERY_INTERRUPTED: ErrorCode = code(1317, "70100");
-// sluice's own conditions use 9001-9004, never the client-library range 2000-2999
+// sluice's own conditions use 9001-9005, never the client-library range 2000-2999
 // (CR_CONN_HOST_ERROR, CR_SERVER_LOST, ...): MariaDB Connector/C, under the `mariadb` CLI,
 // mysqlclient and DBD::MariaDB, reports a server-sent ERR with such a code as "2027 Received
 // malformed packet" and drops the message.
@@ -59,6 +59,9 @@ pub const OVERLOADED: ErrorCode = code(9002, "HY000");
 pub const BACKEND_UNREACHABLE: ErrorCode = code(9003, "HY000");
 /// sluice: the backend connection broke during a statement (the role of CR_SERVER_LOST 2013).
 pub const BACKEND_LOST: ErrorCode = code(9004, "HY000");
+/// sluice: the statement would pin its session to a backend, and every connection pinned
+/// sessions may use (max_backend_connections - pool_size) stayed taken for `pin_wait`.
+pub const PIN_LIMIT: ErrorCode = code(9005, "HY000");
 
 #[cfg(test)]
 mod tests {
@@ -86,6 +89,7 @@ mod tests {
             BACKEND_LOST,
             QUEUE_TIMEOUT,
             OVERLOADED,
+            PIN_LIMIT,
         ] {
             assert_eq!(c.sql_state.len(), 5, "{c:?}");
             assert!(

@@ -387,20 +387,6 @@ impl Session {
         Ok(Flow::Continue)
     }
 
-    /// Makes `db` the session's schema after checking it on a backend (1049 if unknown).
-    pub(super) async fn select_database(&mut self, db: Vec<u8>) -> Result<(), ErrPacket> {
-        // The schema is movable state: wanting it first lets the checkout prefer a backend
-        // already in it, and the replay sends COM_INIT_DB only to one that is not. Asking for
-        // a backend while wanting no schema would make any backend that has one unusable.
-        let previous = self.state.movable.schema.replace(db);
-        let result = self.acquire().await;
-        if result.is_err() {
-            self.state.movable.schema = previous;
-        }
-        self.release_if_possible();
-        result
-    }
-
     /// KILL [QUERY|CONNECTION] id, where id is a sluice connection id (what the client's
     /// CONNECTION_ID() returns). As in MySQL, a client may kill only its own user's sessions:
     /// an unknown id is 1094, another user's 1095. The victim's running statement (on

@@ -2,6 +2,7 @@
 //! execution slot and a backend only for as long as the rules in `state` require), relay the
 //! answer, and decide what to keep.
 
+mod acquire;
 pub mod commands;
 pub mod identity;
 pub mod prepared;
@@ -23,9 +24,10 @@ use crate::conn::backend::{BackendTarget, Health, PoolKey};
 use crate::conn::client::{send_err, ClientHello, HandshakeError};
 use crate::conn::{self, PacketStream};
 use crate::context::{backend_target, Context};
-use crate::pool::{self, PooledBackend, Slot};
+use crate::pool::{PinPlace, PooledBackend, Slot};
 use crate::protocol::{codes, flags, Capabilities, ErrPacket, OkPacket, ResponseKind};
 use crate::stats::{ClientCloseReason, Stats};
+pub use acquire::pool_error_packet;
 use registry::{ClientPhase, Registration};
 use relay::{relay, RelayError, RelayOptions};
 use state::{Rules, SessionState};
@@ -52,7 +54,13 @@ pub struct Session {
     /// its slot wakes the next waiter, who would otherwise find no idle backend and open one
     /// more than pool_size.
     backend: Option<PooledBackend>,
+    /// Held while the session keeps `backend` between statements for a pin (`pool::places`);
+    /// dropped after the backend went back.
+    place: Option<PinPlace>,
     slot: Option<Slot>,
+    /// Resets of backends this session gave back dirty; its next statement waits for them,
+    /// so that after COM_RESET_CONNECTION the server shows it no old lock or table.
+    resets: Arc<crate::pool::Resets>,
     /// When this session last got an execution slot (its login before the first): admission
     /// control lets those who waited longest fill the top of the queue.
     last_served: Instant,
@@ -165,14 +173,16 @@ impl Session {
             slot: None,
             last_served: Instant::now(),
             backend: None,
+            place: None,
+            resets: Arc::default(),
             stmts: prepared::ClientStmts::default(),
             scramble: Vec::new(),
             reg,
         }
     }
 
-    /// Finishes the login (checking the default database on a backend, as MySQL would) and
-    /// runs the command loop.
+    /// Finishes the login (checking the default database with the server, as MySQL would)
+    /// and runs the command loop.
     async fn start(mut self, hello: ClientHello) -> ClientCloseReason {
         self.scramble = hello.scramble;
         self.state.start_autocommit(hello.autocommit);
@@ -197,6 +207,9 @@ impl Session {
         let killed = self.reg.info.kill.clone().cancelled_owned();
         tokio::pin!(shutdown, killed);
         loop {
+            if let Err(reason) = self.flush_response().await {
+                return reason;
+            }
             let stall = self.ctx.config().client_login_timeout;
             self.client.trim();
             let next = tokio::select! {
@@ -229,6 +242,23 @@ impl Session {
         }
     }
 
+    /// Writes what the last command left queued: the tail of a relayed response waits until
+    /// the statement has given back its backend and slot, so a client that reacts at once
+    /// (the next statement, a new connection) finds them free, not still held.
+    pub(in crate::session) async fn flush_response(&mut self) -> Result<(), ClientCloseReason> {
+        if self.client.queued() == 0 {
+            return Ok(());
+        }
+        let timeout = self.ctx.config().client_write_timeout;
+        tokio::select! {
+            r = self.client.flush(Some(timeout)) => r.map_err(|e| match e {
+                conn::Error::Timeout(_) => ClientCloseReason::WriteTimeout,
+                _ => ClientCloseReason::Eof,
+            }),
+            _ = self.hard_stop.as_mut() => Err(ClientCloseReason::Shutdown),
+        }
+    }
+
     /// Runs one statement on a backend and relays its response.
     async fn statement(
         &mut self,
@@ -239,6 +269,11 @@ impl Session {
         self.reg.info.queries.fetch_add(1, Ordering::Relaxed);
         Stats::incr(&self.ctx.stats.statements);
         let rules = class.map(Rules::of);
+        // A statement that will pin gets its place first, or does not run at all.
+        if let Err(err) = self.reserve_pin(rules.as_ref()).await {
+            self.reply_err(1, &err).await?;
+            return Ok(Flow::Continue);
+        }
         if let Err(err) = self.acquire().await {
             self.release_if_possible();
             self.reply_err(1, &err).await?;
@@ -252,6 +287,11 @@ impl Session {
             flow = self.after_statement(&summary, rules.as_ref()).await;
         }
         self.release_if_possible();
+        if matches!(flow, Flow::Quit) {
+            // The server closes the connection after this answer (COMMIT RELEASE): the
+            // client gets the answer first, as from the server.
+            self.flush_response().await?;
+        }
         Ok(flow)
     }
 
@@ -279,17 +319,18 @@ impl Session {
             .store(backend.thread_id, Ordering::Relaxed);
         self.reg.info.set_phase(ClientPhase::Active);
         let started = Instant::now();
-        let written = self.client.bytes_written();
+        // Counted as queued: the response's tail is flushed after the statement (`run`).
+        let written = self.client.bytes_written() + self.client.queued() as u64;
         let result = tokio::select! {
             r = relay(&mut self.client, backend, packet, kind, &opts) => r,
             _ = self.hard_stop.as_mut() => return Err(ClientCloseReason::Shutdown),
         };
         self.ctx.latency.backend_time.record(started.elapsed());
         self.ctx.pool.slots().record_service(started.elapsed());
-        self.ctx
-            .stats
-            .bytes_to_clients
-            .fetch_add(self.client.bytes_written() - written, Ordering::Relaxed);
+        self.ctx.stats.bytes_to_clients.fetch_add(
+            self.client.bytes_written() + self.client.queued() as u64 - written,
+            Ordering::Relaxed,
+        );
         self.reg.info.backend_thread.store(0, Ordering::Relaxed);
         match result {
             Ok(summary) => Ok(Some(summary)),
@@ -339,201 +380,6 @@ impl Session {
         } else {
             Ok(())
         }
-    }
-
-    /// Takes an execution slot and a backend (if not held already) and brings the backend
-    /// to the session's movable state.
-    async fn acquire(&mut self) -> Result<(), ErrPacket> {
-        let queued = Instant::now();
-        let result = self.acquire_inner().await;
-        if result.is_ok() {
-            self.ctx.latency.queue_wait.record(queued.elapsed());
-        }
-        result
-    }
-
-    async fn acquire_inner(&mut self) -> Result<(), ErrPacket> {
-        let config = self.ctx.config();
-        let mut deadline = Instant::now() + config.queue_timeout;
-        if !self.ctx.pool.backend_up() {
-            // During an outage nobody waits longer than backend_down_wait, in the slot
-            // queue or for a backend.
-            deadline = deadline.min(Instant::now() + config.backend_down_wait);
-        }
-        if self.slot.is_none() {
-            self.admit(&config)?;
-            self.reg.info.set_phase(ClientPhase::Waiting);
-            self.wait_while_paused(deadline).await?;
-            let left = deadline.saturating_duration_since(Instant::now());
-            // The admission estimate can be wrong (a burst right after cheap statements):
-            // a statement admitted under max_queue_wait still never waits longer than it.
-            let shed_after = config.max_queue_wait.filter(|t| *t < left);
-            let acquired = self.ctx.pool.acquire_slot(shed_after.unwrap_or(left)).await;
-            if acquired.is_ok() {
-                self.last_served = Instant::now();
-            }
-            let slot = acquired.map_err(|e| match (shed_after, &e) {
-                    (_, pool::Error::QueueTimeout { waited, .. }) if !self.ctx.pool.backend_up() => {
-                        self.pool_error(&pool::Error::BackendDown {
-                            view: Box::new(self.ctx.pool.outage()),
-                            waited: *waited,
-                        })
-                    }
-                    (Some(target), pool::Error::QueueTimeout { queued, .. }) => {
-                        Stats::incr(&self.ctx.stats.shed);
-                        let msg = format!(
-                            "sluice is overloaded: no execution slot within max_queue_wait {} ({queued} statements queued); retry shortly",
-                            fmt_ms(target)
-                        );
-                        ErrPacket::from_code(codes::OVERLOADED, msg.as_bytes())
-                    }
-                    _ => self.pool_error(&e),
-                })?;
-            self.slot = Some(slot);
-        }
-        if self.backend.is_none() {
-            let b = self
-                .ctx
-                .pool
-                .checkout(
-                    &self.key,
-                    &self.state.movable,
-                    &self.target,
-                    deadline,
-                    config.backend_down_wait,
-                )
-                .await
-                .map_err(|e| self.pool_error(&e))?;
-            self.backend = Some(b);
-        }
-        self.sync_backend().await
-    }
-
-    /// Latency-target admission (`max_queue_wait`): a statement that would wait longer than
-    /// the target fails fast with a retryable error instead of queueing for seconds (and one
-    /// admitted on a wrong estimate fails once it has waited the target, in `acquire_inner`).
-    /// A session inside a transaction is never shed (it holds its slot anyway).
-    fn admit(&self, config: &crate::config::Config) -> Result<(), ErrPacket> {
-        let Some(target) = config.max_queue_wait else {
-            return Ok(());
-        };
-        let starved = self.last_served.elapsed();
-        let Err(expected) = self.ctx.pool.slots().admit(target, starved) else {
-            return Ok(());
-        };
-        Stats::incr(&self.ctx.stats.shed);
-        let msg = format!(
-            "sluice is overloaded: the expected queue wait {} exceeds max_queue_wait {}; retry shortly",
-            fmt_ms(expected),
-            fmt_ms(target)
-        );
-        Err(ErrPacket::from_code(codes::OVERLOADED, msg.as_bytes()))
-    }
-
-    async fn wait_while_paused(&self, deadline: Instant) -> Result<(), ErrPacket> {
-        if !*self.ctx.paused.borrow() {
-            return Ok(());
-        }
-        let mut rx = self.ctx.paused.subscribe();
-        let wait = async move { rx.wait_for(|paused| !*paused).await.map(|_| ()) };
-        match tokio::time::timeout_at(deadline.into(), wait).await {
-            Ok(_) => Ok(()),
-            Err(_) => Err(ErrPacket::from_code(
-                codes::QUEUE_TIMEOUT,
-                &b"sluice is PAUSED and queue_timeout passed; RESUME it on the admin console, then retry"[..],
-            )),
-        }
-    }
-
-    /// Replays schema and session variables onto the backend if it differs (one round trip).
-    async fn sync_backend(&mut self) -> Result<(), ErrPacket> {
-        let Some(b) = self.backend.as_mut() else {
-            return Ok(());
-        };
-        if b.state == self.state.movable {
-            return Ok(());
-        }
-        let want = &self.state.movable;
-        if want.schema.is_none() && b.state.schema.is_some() {
-            // No command unselects a database: use a fresh connection instead. This one is
-            // clean and goes back to the idle list for sessions that want its schema (the
-            // pool evicts an idle backend if it is at max_backend_connections).
-            self.backend = None;
-            let fresh = self
-                .ctx
-                .pool
-                .open_fresh(
-                    &self.key,
-                    &self.target,
-                    Instant::now() + self.ctx.config().backend_down_wait,
-                )
-                .await
-                .map_err(|e| pool_error_packet(&e, &self.ctx.config()))?;
-            self.backend = Some(fresh);
-            return Box::pin(self.sync_backend()).await;
-        }
-        let lost = |e: conn::Error| {
-            ErrPacket::from_code(
-                codes::BACKEND_LOST,
-                format!("Lost connection to backend while restoring session state: {e}; retry")
-                    .as_bytes(),
-            )
-        };
-        if crate::pool::replay_score(&b.state, want) == 0 {
-            if let Err(e) = b.reset().await {
-                b.health = Health::Broken;
-                self.backend = None;
-                return Err(lost(e));
-            }
-        }
-        let cmds = replay::replay_commands(&b.state, want);
-        let refs: Vec<&[u8]> = cmds.iter().map(|c| c.as_slice()).collect();
-        Stats::incr(&self.ctx.stats.replays);
-        match b.run_pipeline(&refs).await {
-            Ok(results) => {
-                if let Some(Err(err)) = results.into_iter().find(|r| r.is_err()) {
-                    b.health = Health::Dirty;
-                    self.backend = None;
-                    return Err(err);
-                }
-                b.state = want.clone();
-                Ok(())
-            }
-            Err(e) => {
-                b.health = Health::Broken;
-                self.backend = None;
-                Err(lost(e))
-            }
-        }
-    }
-
-    /// Gives back what the session's state no longer requires.
-    fn release_if_possible(&mut self) {
-        // The backend first, then the slot (see the field order of `Session`).
-        if !self.state.needs_backend() {
-            if let Some(b) = self.backend.as_mut() {
-                // The state that made it dirty is gone (COMMIT, last statement closed).
-                if b.health == Health::Dirty {
-                    b.health = Health::Clean;
-                }
-            }
-            self.backend = None;
-        }
-        if !self.state.holds_slot() {
-            self.slot = None;
-        }
-        self.reg.info.set_phase(if self.state.in_transaction() {
-            ClientPhase::IdleInTransaction
-        } else {
-            ClientPhase::Idle
-        });
-    }
-
-    fn pool_error(&self, e: &pool::Error) -> ErrPacket {
-        if matches!(e, pool::Error::QueueTimeout { .. }) {
-            Stats::incr(&self.ctx.stats.queue_timeouts);
-        }
-        pool_error_packet(e, &self.ctx.config())
     }
 
     async fn send_ok(&mut self, seq: u8) -> Result<(), conn::Error> {
@@ -614,84 +460,17 @@ impl Session {
 
 impl Drop for Session {
     /// A session that ends holding a backend with state no other client may see hands it
-    /// back dirty, so the pool resets (or, mid-response, closes) it.
+    /// back dirty, so the pool resets (or, mid-response, closes) it. Unless that state may
+    /// hold up others (a transaction, a lock), the reset may wait for a free slot.
     fn drop(&mut self) {
         if let Some(b) = self.backend.as_mut() {
             if b.health == Health::Clean && self.state.needs_backend() {
                 b.health = Health::Dirty;
             }
+            if !self.state.holds_slot() {
+                b.defer_reset();
+            }
         }
-    }
-}
-
-/// The one place pool errors become client-visible errors.
-pub fn pool_error_packet(e: &pool::Error, config: &crate::config::Config) -> ErrPacket {
-    match e {
-        pool::Error::QueueTimeout { waited, pool_size, queued } => ErrPacket::from_code(
-            codes::QUEUE_TIMEOUT,
-            format!(
-                "sluice: no backend became free within queue_timeout ({:?}, waited {:?}); \
-                 pool_size={pool_size}, {queued} statements queued. Retry, raise pool_size or queue_timeout, \
-                 or look for long transactions in SHOW CLIENTS",
-                config.queue_timeout, waited
-            )
-            .as_bytes(),
-        ),
-        pool::Error::Connect { addr, user, kind, source } => {
-            // A login refusal keeps the server's own code (1045, 1049 ...) so that drivers
-            // treat it as the permanent error it is; the text says it is sluice's backend login.
-            let (code, state) = match source {
-                crate::conn::Error::Server(e) => (e.code, String::from_utf8_lossy(&e.sql_state).into_owned()),
-                _ => (
-                    codes::BACKEND_UNREACHABLE.code,
-                    codes::BACKEND_UNREACHABLE.sql_state.to_string(),
-                ),
-            };
-            ErrPacket::new(
-                code,
-                &state,
-                format!(
-                    "sluice cannot log in to its backend MySQL server at '{addr}' as '{user}' ({kind}): {source}; {}",
-                    connect_advice(*kind)
-                )
-                .as_bytes(),
-            )
-        }
-        pool::Error::BackendDown { view, waited } => {
-            let down_for = view.down_since.map(|t| t.elapsed()).unwrap_or_default();
-            let last = view.last_error.as_ref().map_or_else(
-                || "none".to_string(),
-                |e| format!("{} ({}, {} ago)", e.message, e.kind, fmt_ms(e.at.elapsed())),
-            );
-            ErrPacket::from_code(
-                codes::BACKEND_UNREACHABLE,
-                format!(
-                    "sluice cannot reach its backend MySQL server at '{}' (down for {}, waited {} of backend_down_wait {}); \
-                     last connect error: {last}. sluice keeps reconnecting; retry later",
-                    view.addr,
-                    fmt_ms(down_for),
-                    fmt_ms(*waited),
-                    fmt_ms(config.backend_down_wait),
-                )
-                .as_bytes(),
-            )
-        }
-        pool::Error::Closed => ErrPacket::new(1053, "08S01", b"Server shutdown in progress: sluice is stopping"),
-    }
-}
-
-/// What an operator should look at after a connect failure.
-fn connect_advice(kind: crate::stats::ConnectFailure) -> &'static str {
-    use crate::stats::ConnectFailure as F;
-    match kind {
-        F::AccessDenied => {
-            "check backend_user / backend_password in sluice's config and the account's grants"
-        }
-        F::UnknownDatabase => "check that the database exists on the backend",
-        F::Tls => "check backend_tls, backend_tls_ca and the server's certificate",
-        F::Protocol => "the backend speaks a protocol or auth plugin sluice does not support",
-        F::ServerError => "the server refused this login; the message above says why",
-        _ => "retry; sluice keeps reconnecting",
     }
 }
 

@@ -450,6 +450,15 @@ mod handlers {
                 .queries
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Stats::incr(&self.ctx.stats.statements);
+            // An execution that will pin gets its place first, as a query does.
+            let reserved = match cmd.runs() {
+                true => self.reserve_pin(Some(&stmt.rules)).await,
+                false => Ok(()),
+            };
+            if let Err(err) = reserved {
+                self.reply_err(1, &err).await?;
+                return Ok(Flow::Continue);
+            }
             if let Err(err) = self.acquire().await {
                 self.release_if_possible();
                 if kind != ResponseKind::None {
@@ -497,6 +506,9 @@ mod handlers {
                 self.reg.info.set_pin(self.state.pin_reason());
             }
             self.release_if_possible();
+            if matches!(flow, Flow::Quit) {
+                self.flush_response().await?; // see `Session::statement`
+            }
             Ok(flow)
         }
 

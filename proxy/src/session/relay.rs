@@ -94,13 +94,9 @@ pub async fn relay(
         next_seq = span.last_seq.wrapping_add(1);
         backend.stream.consume(&span);
         match feed {
-            Feed::Done | Feed::DoneOk => {
-                client
-                    .flush(Some(opts.client_write_timeout))
-                    .await
-                    .map_err(RelayError::Client)?;
-                return Ok(tracker.into_summary());
-            }
+            // The last bytes stay queued: the session writes them once it has given back
+            // what the statement no longer needs (`Session::flush_response`).
+            Feed::Done | Feed::DoneOk => return Ok(tracker.into_summary()),
             Feed::LocalInfile => {
                 client
                     .flush(Some(opts.client_write_timeout))

@@ -626,7 +626,7 @@ async fn shutdown_from_the_console_drains_running_statements() {
 }
 
 /// `name{labels}` -> value from Prometheus text, checking every sample line parses.
-fn parse_metrics(body: &str) -> HashMap<String, f64> {
+pub(crate) fn parse_metrics(body: &str) -> HashMap<String, f64> {
     let mut out = HashMap::new();
     for line in body
         .lines()
@@ -647,7 +647,7 @@ fn parse_metrics(body: &str) -> HashMap<String, f64> {
     out
 }
 
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+pub(crate) async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: sluice\r\n\r\n").as_bytes())
         .await

@@ -19,7 +19,7 @@ async fn auto_pool_moves_its_limit_within_bounds_and_says_why() {
     cfg.pool_size = PoolSize::Auto;
     cfg.min_pool_size = 2;
     cfg.max_pool_size = 12;
-    cfg.max_backend_connections = 32;
+    cfg.max_backend_connections = sluice::config::BackendLimit::Fixed(32);
     let proxy = start(cfg).await;
     let mut a = admin(&proxy).await;
     let first = rows(&mut a, "SHOW POOLS").await;

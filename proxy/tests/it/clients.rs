@@ -185,7 +185,7 @@ async fn mysqlslap_with_50_concurrent_clients_has_no_errors() {
 async fn sysbench_oltp_read_only_runs_with_zero_errors() {
     fresh_db("t_sysbench").await;
     let mut cfg = config(4);
-    cfg.max_backend_connections = 32;
+    cfg.max_backend_connections = sluice::config::BackendLimit::Fixed(32);
     let proxy = start(cfg).await;
     let ep = Endpoint::sluice(&proxy);
     let common = |phase: &str, extra: &[&str]| {

@@ -191,7 +191,7 @@ async fn isolation_stress_200_clients_over_p4_nothing_crosses_sessions() {
         .await
         .unwrap();
     let mut cfg = admin_config(P);
-    cfg.max_backend_connections = 80;
+    cfg.max_backend_connections = sluice::config::BackendLimit::Fixed(80);
     cfg.queue_timeout = Duration::from_secs(60);
     let proxy = Arc::new(start(cfg).await);
 

@@ -20,6 +20,7 @@ mod flood;
 mod identity;
 mod isolation;
 mod locks;
+mod pinning;
 mod privileged;
 mod reliability;
 mod set_option;

@@ -477,7 +477,7 @@ async fn abort_storm_of_200_clients_leaves_no_lock_transaction_or_slot() {
         .unwrap();
     let pool_size = 8;
     let mut cfg = config_for_local(&server, pool_size);
-    cfg.max_backend_connections = 16;
+    cfg.max_backend_connections = sluice::config::BackendLimit::Fixed(16);
     let proxy = start(cfg).await;
     let addr = proxy.local_addr();
     let tasks: Vec<_> = (0..200u32)
@@ -646,7 +646,7 @@ async fn ledger_survives_killed_clients_a_backend_restart_and_a_pause() {
     d.disconnect().await.unwrap();
     let mut cfg = config_for_local(&server, 8);
     cfg.connect_timeout = Duration::from_secs(1);
-    cfg.max_backend_connections = 16;
+    cfg.max_backend_connections = sluice::config::BackendLimit::Fixed(16);
     let proxy = start(cfg).await;
     let addr = proxy.local_addr();
     let stop = Arc::new(AtomicBool::new(false));

@@ -57,7 +57,7 @@ fn is_eof(p: &[u8]) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_statements_option_moves_with_the_session_on_one_backend() {
     let mut cfg = config(1);
-    cfg.max_backend_connections = 1;
+    cfg.max_backend_connections = sluice::config::BackendLimit::Fixed(1);
     let proxy = start(cfg).await;
     let mut a = Raw::login(&proxy).await;
     let mut b = Raw::login(&proxy).await;
