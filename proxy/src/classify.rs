@@ -3,7 +3,8 @@
 //! `classify` is called for every COM_QUERY, so it makes one pass over the bytes and allocates
 //! nothing for ordinary statements (only SET, USE and multi-part results own strings). It is
 //! deliberately conservative: when it cannot tell, it reports an effect that pins the session
-//! (for example `unknown_set`), never one that lets unmovable state move to another client.
+//! (for example `UnknownSet`), never one that lets unmovable state move to another client. It
+//! names effects ([`Effect`]); what they mean for a session is `session::state::Rules::of`.
 //!
 //! It skips comments, string literals and backquoted identifiers, but reads MySQL/MariaDB
 //! executable comments (`/*!40101 ... */`, `/*M! ... */`) because the server runs them. The
@@ -13,16 +14,20 @@
 //! Known limits: statements inside stored procedures (CALL) are invisible; a string literal
 //! is lexed with backslash escapes even under NO_BACKSLASH_ESCAPES.
 
+mod effect;
 mod fast;
 mod identity;
+mod kind;
 mod lexer;
 mod set;
 
 #[cfg(test)]
 mod tests;
 
+pub use effect::{Effect, Effects, LockName};
 pub use identity::IdCall;
-use lexer::{ident_text, is_kw, Lexer, Tok, Token};
+use kind::{dml_kind, finish};
+use lexer::{is_kw, Lexer, Tok, Token};
 
 /// What one COM_QUERY does, as far as pooling is concerned.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -32,7 +37,7 @@ pub struct Classification {
     /// Effects of all statements in the query.
     pub effects: Effects,
     /// Parsed items of SET statements; `None` when there is no SET, or it could not be parsed
-    /// (then `effects.unknown_set` is true).
+    /// (then the effects hold `UnknownSet`).
     pub set: Option<Vec<SetItem>>,
     /// `KILL [QUERY|CONNECTION] <id>`.
     pub kill: Option<KillTarget>,
@@ -90,75 +95,6 @@ pub enum StatementKind {
     Other,
 }
 
-/// Effects on session state. Counts are per query (a multi-statement adds up).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Effects {
-    /// A user variable is referenced (`SET @x`, `@x :=`, `INTO @x`, reading `@x`); `@@sysvar`
-    /// is not one.
-    pub user_variable: bool,
-    /// A user variable is assigned (`SET @x`, `@x :=`, `INTO @x`): state that only this
-    /// backend holds. Reading one needs no pin: a clean backend answers NULL, as MySQL would
-    /// for a session that never set it.
-    pub user_variable_write: bool,
-    /// CREATE TEMPORARY TABLE or DROP TEMPORARY TABLE.
-    pub temporary_table: bool,
-    /// Calls of GET_LOCK() (and other user-level lock functions).
-    pub get_lock: u16,
-    /// Calls of RELEASE_LOCK().
-    pub release_lock: u16,
-    pub release_all_locks: bool,
-    pub lock_tables: bool,
-    pub unlock_tables: bool,
-    /// FLUSH TABLES ... WITH READ LOCK, FLUSH TABLES ... FOR EXPORT.
-    pub flush_with_read_lock: bool,
-    /// LOCK INSTANCE FOR BACKUP, MariaDB BACKUP STAGE / BACKUP LOCK.
-    pub lock_instance: bool,
-    /// UNLOCK INSTANCE, BACKUP STAGE END, BACKUP UNLOCK.
-    pub unlock_instance: bool,
-    /// PREPARE name FROM ... (a text-protocol prepared statement lives on the connection).
-    pub sql_prepare: bool,
-    pub sql_deallocate: bool,
-    /// SQL_CALC_FOUND_ROWS, FOUND_ROWS() or ROW_COUNT(): depends on the previous statement.
-    pub found_rows: bool,
-    /// LAST_INSERT_ID(), @@identity, @@last_insert_id.
-    pub last_insert_id_read: bool,
-    /// A SET that could not be parsed, or whose value needs a subquery or a user variable.
-    pub unknown_set: bool,
-    /// SET TRANSACTION without GLOBAL/SESSION: applies to the next transaction only.
-    pub set_transaction_next: bool,
-    /// HANDLER t OPEN.
-    pub handler_open: bool,
-    /// The client sets a session_track_* variable (the proxy owns those).
-    pub session_track_change: bool,
-    /// CONNECTION_ID() appears.
-    pub connection_id: bool,
-    /// SET ROLE, SET DEFAULT ROLE, SET PASSWORD, SET SESSION AUTHORIZATION.
-    pub set_role_or_auth: bool,
-    /// DDL and other statements that commit an open transaction (also SET autocommit=1).
-    pub implicit_commit: bool,
-    /// SET sql_log_bin.
-    pub sql_log_bin: bool,
-    /// SET GLOBAL / PERSIST: not session state, but the operator may want to know.
-    pub global_set: bool,
-    /// Any XA statement (the XA transaction belongs to the connection).
-    pub xa: bool,
-    /// GET DIAGNOSTICS, SHOW WARNINGS / ERRORS: read the previous statement's diagnostics.
-    pub diagnostics: bool,
-    /// Runs SQL sluice cannot see (EXECUTE IMMEDIATE, BEGIN NOT ATOMIC, BINLOG).
-    pub unknown_state: bool,
-    /// COMMIT/ROLLBACK ... RELEASE: the server closes the connection afterwards.
-    pub disconnects: bool,
-    /// LOAD DATA LOCAL INFILE / LOAD XML LOCAL.
-    pub load_local_infile: bool,
-}
-
-impl Effects {
-    /// True when the statement has none of the effects above.
-    pub fn is_empty(&self) -> bool {
-        *self == Effects::default()
-    }
-}
-
 /// One assignment of a SET statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SetItem {
@@ -207,6 +143,19 @@ struct Stmt {
     into: bool,
     /// For WITH: the first top-level SELECT/INSERT/UPDATE/DELETE/REPLACE.
     with_kind: Option<StatementKind>,
+    /// A GET_LOCK/RELEASE_LOCK call whose first argument is being read.
+    lock_arg: Option<LockArg>,
+    /// Of `SET STATEMENT ... FOR <statement>`: how many effects the query had when FOR was
+    /// reached (the inner statement's own classification replaces what follows).
+    for_mark: Option<usize>,
+}
+
+/// Reading the first argument of a lock call: the index of its effect, and the literal seen
+/// so far (named only if a `,` or `)` follows it directly).
+#[derive(Clone, Copy)]
+struct LockArg {
+    effect: usize,
+    literal: Option<(usize, usize)>,
 }
 
 const NO_TOKEN: Token = Token {
@@ -225,6 +174,8 @@ impl Stmt {
             is_with: false,
             into: false,
             with_kind: None,
+            lock_arg: None,
+            for_mark: None,
         }
     }
 
@@ -289,7 +240,7 @@ fn classify_all(sql: &[u8]) -> Classification {
     if stmt.count > 0 {
         finish(sql, &mut stmt, statements == 0, &mut c);
     }
-    if c.effects.connection_id {
+    if c.effects.contains(&Effect::ConnectionIdRead) {
         c.id_calls = identity::id_calls(sql);
     }
     c
@@ -303,19 +254,25 @@ fn needs_all_tokens(sql: &[u8], first: &Token) -> bool {
 
 /// Effects that can appear anywhere in a statement.
 fn scan_token(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt, e: &mut Effects) {
+    if let Some(arg) = stmt.lock_arg.take() {
+        lock_argument(sql, tok, arg, stmt, e);
+    }
     match tok.kind {
         Tok::UserVar => {
-            e.user_variable = true;
-            let first_is_set = stmt.count > 1 && is_kw(sql, &stmt.prefix[0], b"set");
+            let first_is = |kw: &[u8]| stmt.count > 1 && is_kw(sql, &stmt.prefix[0], kw);
             let after_into = prev.is_some_and(|p| {
                 is_kw(sql, p, b"into") || (stmt.into && p.kind == Tok::Punct(b','))
             });
-            if first_is_set || after_into {
-                e.user_variable_write = true;
+            // SET assigns its variables (conservatively, all it names); GET DIAGNOSTICS
+            // assigns its targets.
+            if first_is(b"set") || first_is(b"get") || after_into {
+                e.add(Effect::UserVariableWrite);
+            } else {
+                e.add(Effect::UserVariableRead);
             }
         }
         Tok::Punct(b':') if prev.is_some_and(|p| p.kind == Tok::UserVar) => {
-            e.user_variable_write = true
+            e.add(Effect::UserVariableWrite)
         }
         Tok::Word if is_kw(sql, tok, b"into") => stmt.into = true,
         Tok::SysVar => {
@@ -323,275 +280,98 @@ fn scan_token(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt, e:
             if name.eq_ignore_ascii_case(b"identity")
                 || name.eq_ignore_ascii_case(b"last_insert_id")
             {
-                e.last_insert_id_read = true;
+                e.add(Effect::LastInsertIdRead);
             }
         }
         Tok::Punct(b'(') => {
             stmt.depth += 1;
             if let Some(p) = prev.filter(|p| p.kind == Tok::Word) {
-                function_call(sql, p, e);
+                function_call(sql, p, stmt, e);
             }
         }
         Tok::Punct(b')') => stmt.depth = stmt.depth.saturating_sub(1),
         Tok::Word => {
             if tok.end - tok.start == 19 && is_kw(sql, tok, b"sql_calc_found_rows") {
-                e.found_rows = true;
+                e.add(Effect::FoundRows);
             }
             if stmt.is_with && stmt.depth == 0 && stmt.with_kind.is_none() && stmt.count > 1 {
                 stmt.with_kind = dml_kind(sql, tok);
+            }
+            if stmt.depth == 0
+                && stmt.for_mark.is_none()
+                && stmt.word(sql, 1, b"statement")
+                && stmt.word(sql, 0, b"set")
+                && is_kw(sql, tok, b"for")
+            {
+                stmt.for_mark = Some(e.len());
             }
         }
         _ => {}
     }
 }
 
+/// The tokens after `GET_LOCK(` / `RELEASE_LOCK(`: a plain single-quoted literal directly
+/// followed by `,` or `)` names the lock; anything else leaves it unknown.
+fn lock_argument(sql: &[u8], tok: &Token, arg: LockArg, stmt: &mut Stmt, e: &mut Effects) {
+    match arg.literal {
+        None => {
+            let text = &sql[tok.start..tok.end];
+            let plain = tok.kind == Tok::Str
+                && text.len() >= 2
+                && text[0] == b'\''
+                && text[text.len() - 1] == b'\''
+                && !text[1..text.len() - 1]
+                    .iter()
+                    .any(|&b| b == b'\\' || b == b'\'');
+            if plain {
+                stmt.lock_arg = Some(LockArg {
+                    literal: Some((tok.start + 1, tok.end - 1)),
+                    ..arg
+                });
+            }
+        }
+        Some((start, end)) => {
+            if matches!(tok.kind, Tok::Punct(b',' | b')')) {
+                e.name_lock(arg.effect, sql[start..end].into());
+            }
+        }
+    }
+}
+
 /// A word directly followed by `(`: a function call (or, conservatively, something named like one).
-fn function_call(sql: &[u8], name: &Token, e: &mut Effects) {
+fn function_call(sql: &[u8], name: &Token, stmt: &mut Stmt, e: &mut Effects) {
     let len = name.end - name.start;
     if !(8..=27).contains(&len) {
         return;
     }
     let is = |kw: &[u8]| is_kw(sql, name, kw);
-    if is(b"get_lock")
-        || is(b"service_get_write_locks")
+    let named = if is(b"get_lock") {
+        Some(Effect::GetLock(LockName::Unknown))
+    } else if is(b"release_lock") {
+        Some(Effect::ReleaseLock(LockName::Unknown))
+    } else {
+        None
+    };
+    if let Some(call) = named {
+        stmt.lock_arg = Some(LockArg {
+            effect: e.len(),
+            literal: None,
+        });
+        e.add(call);
+    } else if is(b"service_get_write_locks")
         || is(b"service_get_read_locks")
         || is(b"version_tokens_lock_shared")
         || is(b"version_tokens_lock_exclusive")
     {
-        e.get_lock = e.get_lock.saturating_add(1);
-    } else if is(b"release_lock") {
-        e.release_lock = e.release_lock.saturating_add(1);
+        // MySQL's locking services: taken like GET_LOCK, by names sluice does not read.
+        e.add(Effect::GetLock(LockName::Unknown));
     } else if is(b"release_all_locks") {
-        e.release_all_locks = true;
+        e.add(Effect::ReleaseAllLocks);
     } else if is(b"found_rows") || is(b"row_count") {
-        e.found_rows = true;
+        e.add(Effect::FoundRows);
     } else if is(b"last_insert_id") {
-        e.last_insert_id_read = true;
+        e.add(Effect::LastInsertIdRead);
     } else if is(b"connection_id") {
-        e.connection_id = true;
+        e.add(Effect::ConnectionIdRead);
     }
-}
-
-fn dml_kind(sql: &[u8], tok: &Token) -> Option<StatementKind> {
-    let is = |kw: &[u8]| is_kw(sql, tok, kw);
-    if is(b"select") {
-        Some(StatementKind::Select)
-    } else if is(b"insert") {
-        Some(StatementKind::Insert)
-    } else if is(b"update") {
-        Some(StatementKind::Update)
-    } else if is(b"delete") {
-        Some(StatementKind::Delete)
-    } else if is(b"replace") {
-        Some(StatementKind::Replace)
-    } else {
-        None
-    }
-}
-
-/// Decides the statement's kind from its first words and adds the effects that depend on it.
-fn finish(sql: &[u8], stmt: &mut Stmt, first: bool, c: &mut Classification) {
-    use StatementKind as K;
-    let w = |i: usize, kw: &[u8]| stmt.word(sql, i, kw);
-    let e = &mut c.effects;
-    let mut buf = [0u8; 12];
-    let head = lower(sql, &stmt.prefix[0], &mut buf);
-    let kind = match head {
-        b"select" | b"table" | b"values" => K::Select,
-        b"" if stmt.prefix[0].kind == Tok::Punct(b'(') => K::Select,
-        b"with" => stmt.with_kind.unwrap_or(K::Other),
-        b"insert" => K::Insert,
-        b"update" => K::Update,
-        b"delete" => K::Delete,
-        b"replace" => K::Replace,
-        b"set" => {
-            let tokens = stmt.tokens.take().unwrap_or_default();
-            return set::finish_set(sql, &tokens, first, c);
-        }
-        b"use" => {
-            let t = stmt.tokens.as_deref().unwrap_or_default();
-            c.use_schema = match t {
-                [_, name] => ident_text(sql, name),
-                _ => None,
-            };
-            K::Use
-        }
-        b"begin" if w(1, b"not") => {
-            e.unknown_state = true;
-            K::Other
-        }
-        b"begin" => K::Begin,
-        b"start" if w(1, b"transaction") => K::Begin,
-        b"commit" | b"rollback" => {
-            e.disconnects =
-                (1..stmt.count.min(PREFIX)).any(|i| w(i, b"release") && !w(i - 1, b"no"));
-            if w(0, b"commit") {
-                K::Commit
-            } else if stmt.has_word(sql, 1, b"to") {
-                K::Savepoint
-            } else {
-                K::Rollback
-            }
-        }
-        b"savepoint" => K::Savepoint,
-        b"release" if w(1, b"savepoint") => K::Savepoint,
-        b"lock" if w(1, b"instance") => {
-            e.lock_instance = true;
-            K::Lock
-        }
-        b"lock" => {
-            e.lock_tables = true;
-            e.implicit_commit = true;
-            K::Lock
-        }
-        b"unlock" if w(1, b"instance") => {
-            e.unlock_instance = true;
-            K::Unlock
-        }
-        b"unlock" => {
-            e.unlock_tables = true;
-            K::Unlock
-        }
-        b"prepare" => {
-            e.sql_prepare = true;
-            K::Prepare
-        }
-        b"execute" => {
-            e.unknown_state |= w(1, b"immediate");
-            K::Execute
-        }
-        b"deallocate" => {
-            e.sql_deallocate = true;
-            K::Deallocate
-        }
-        b"drop" if w(1, b"prepare") => {
-            e.sql_deallocate = true;
-            K::Deallocate
-        }
-        b"create" | b"drop" => {
-            let temporary = stmt.has_word(sql, 1, b"temporary");
-            e.temporary_table |= temporary;
-            e.implicit_commit |= !temporary;
-            if w(0, b"create") {
-                K::Create
-            } else {
-                K::Drop
-            }
-        }
-        b"alter" => {
-            e.implicit_commit = true;
-            K::Alter
-        }
-        b"kill" => {
-            c.kill = kill_target(sql, stmt.tokens.as_deref().unwrap_or_default());
-            K::Kill
-        }
-        b"show" => {
-            e.diagnostics |= w(1, b"warnings") || w(1, b"errors") || w(1, b"count");
-            K::Show
-        }
-        b"call" => K::Call,
-        b"do" => K::Do,
-        b"flush" => {
-            let t = stmt.tokens.as_deref().unwrap_or_default();
-            let pair = |a: &[u8], b: &[u8]| {
-                t.windows(2)
-                    .any(|p| is_kw(sql, &p[0], a) && is_kw(sql, &p[1], b))
-            };
-            e.flush_with_read_lock |= pair(b"read", b"lock") || pair(b"for", b"export");
-            e.implicit_commit = true;
-            K::Flush
-        }
-        b"handler" => {
-            e.handler_open |= stmt.has_word(sql, 2, b"open");
-            K::Handler
-        }
-        b"load" if w(1, b"data") || w(1, b"xml") => {
-            e.load_local_infile |= stmt.has_word(sql, 2, b"local");
-            K::LoadData
-        }
-        b"xa" => {
-            e.xa = true;
-            if w(1, b"start") || w(1, b"begin") {
-                K::Begin
-            } else if w(1, b"commit") {
-                K::Commit
-            } else if w(1, b"rollback") {
-                K::Rollback
-            } else {
-                K::Other
-            }
-        }
-        b"explain" | b"describe" | b"desc" => K::Explain,
-        b"get" => {
-            e.diagnostics |= stmt.has_word(sql, 1, b"diagnostics");
-            K::Other
-        }
-        b"backup" => {
-            let end = w(1, b"unlock") || (w(1, b"stage") && w(2, b"end"));
-            e.unlock_instance |= end;
-            e.lock_instance |= !end;
-            K::Other
-        }
-        b"binlog" => {
-            e.unknown_state = true;
-            K::Other
-        }
-        b"rename" | b"truncate" | b"grant" | b"revoke" | b"analyze" | b"optimize" | b"repair"
-        | b"install" | b"uninstall" | b"reset" | b"cache" => {
-            e.implicit_commit = true;
-            K::Other
-        }
-        b"load" => {
-            e.implicit_commit = true;
-            K::Other
-        }
-        _ => K::Other,
-    };
-    if matches!(kind, K::Begin) {
-        // BEGIN commits a transaction that is already open.
-        e.implicit_commit = true;
-    }
-    if first {
-        c.kind = kind;
-    }
-}
-
-/// The token in lower case, if it is a word that fits `buf`; otherwise empty.
-fn lower<'b>(sql: &[u8], tok: &Token, buf: &'b mut [u8; 12]) -> &'b [u8] {
-    let len = tok.end - tok.start;
-    if tok.kind != Tok::Word || len > buf.len() {
-        return &[];
-    }
-    for (d, s) in buf.iter_mut().zip(&sql[tok.start..tok.end]) {
-        *d = s.to_ascii_lowercase();
-    }
-    &buf[..len]
-}
-
-/// `KILL [HARD|SOFT] [CONNECTION|QUERY] <id>`; `KILL QUERY ID <query id>` and `KILL USER` give None.
-fn kill_target(sql: &[u8], t: &[Token]) -> Option<KillTarget> {
-    let mut i = 1;
-    if t.get(i)
-        .is_some_and(|x| is_kw(sql, x, b"hard") || is_kw(sql, x, b"soft"))
-    {
-        i += 1;
-    }
-    let query = t.get(i).is_some_and(|x| is_kw(sql, x, b"query"));
-    if query || t.get(i).is_some_and(|x| is_kw(sql, x, b"connection")) {
-        i += 1;
-    }
-    let id_tok = t.get(i).filter(|x| x.kind == Tok::Word)?;
-    if t.len() != i + 1 {
-        return None;
-    }
-    let id: u64 = std::str::from_utf8(&sql[id_tok.start..id_tok.end])
-        .ok()?
-        .parse()
-        .ok()?;
-    Some(if query {
-        KillTarget::Query(id)
-    } else {
-        KillTarget::Connection(id)
-    })
 }

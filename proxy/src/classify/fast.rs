@@ -5,8 +5,9 @@
 //! then only those words are lexed. Anything else falls back to the full scan, so this path
 //! can only ever agree with it (a unit test checks that on every test statement).
 
+use super::kind::{finish, lower};
 use super::lexer::{is_kw, Lexer};
-use super::{finish, lower, needs_all_tokens, Classification, StatementKind, Stmt, PREFIX};
+use super::{needs_all_tokens, Classification, StatementKind, Stmt, PREFIX};
 
 /// Bytes that may start a comment, string, quoted identifier, variable, argument list or a
 /// second statement (1), and all others (0). `*` is harmless without a `/`.

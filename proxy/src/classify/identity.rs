@@ -160,20 +160,37 @@ fn close_item(frame: &mut Frame, end: usize, items: &mut Vec<Range<usize>>) {
     }
 }
 
-/// An item without an alias: it ends in `)`, or its last word follows an operator
-/// (`CONNECTION_ID() + 1`, `t.id`). `x AS name` and `expr name` have one. When unsure (an
-/// item ending in `IS NOT NULL`), it counts as named: the rewrite then only changes the
-/// column's name, never the statement's meaning.
+/// Reserved words that end an expression (`IS NOT NULL`, `IS TRUE`): never an alias.
+const ENDING_WORDS: &[&[u8]] = &[b"null", b"true", b"false"];
+
+/// Reserved words after which an expression goes on: the word that follows is an operand,
+/// never an alias (`IS NOT UNKNOWN`, `AND x`, `LIKE 'a'`, `DIV 2`).
+const OPERATOR_WORDS: &[&[u8]] = &[
+    b"and", b"or", b"xor", b"not", b"is", b"like", b"regexp", b"rlike", b"div", b"mod", b"between",
+    b"in", b"binary", b"case", b"when", b"then", b"else",
+];
+
+/// An item without an alias: it ends in `)`, in a reserved word that ends an expression, in
+/// the END of its CASE, or its last word follows an operator (`CONNECTION_ID() + 1`, `t.id`,
+/// `... IS NOT UNKNOWN`). `x AS name` and `expr name` have one. When unsure (`INTERVAL
+/// CONNECTION_ID() DAY`, where DAY could be an alias too), it counts as named: the rewrite then
+/// only changes the column's name, while a second alias would break the statement.
 fn unnamed(sql: &[u8], item: &[Token]) -> bool {
     let Some(last) = item.last() else {
         return false;
     };
-    if last.kind == Tok::Punct(b')') {
+    let is_any = |t: &Token, words: &[&[u8]]| words.iter().any(|w| is_kw(sql, t, w));
+    let count = |w: &[u8]| item.iter().filter(|t| is_kw(sql, t, w)).count();
+    if last.kind == Tok::Punct(b')') || is_any(last, ENDING_WORDS) {
+        return true;
+    }
+    if is_kw(sql, last, b"end") && count(b"case") == count(b"end") {
         return true;
     }
     let before = item.len().checked_sub(2).map(|i| &item[i]);
     match before {
         Some(b) if is_kw(sql, b, b"as") => false,
+        Some(b) if is_any(b, OPERATOR_WORDS) => true,
         Some(b) => matches!(b.kind, Tok::Punct(p) if p != b')'),
         None => false,
     }
@@ -242,6 +259,34 @@ mod tests {
         assert_eq!(found("DO CONNECTION_ID()"), one(c, None));
         let wrapped = "IFNULL(NULL, CONNECTION_ID())";
         assert_eq!(found(&format!("SELECT {wrapped}")), one(c, Some(wrapped)));
+        // The word before an alias: `CASE ... END end` names the column "end".
+        assert_eq!(
+            found("SELECT CASE WHEN CONNECTION_ID() > 0 THEN 1 END end"),
+            one(c, None)
+        );
+        assert_eq!(found("SELECT CONNECTION_ID() DAY"), one(c, None));
+        assert_eq!(found("SELECT CONNECTION_ID() 'x'"), one(c, None));
+    }
+
+    #[test]
+    fn items_ending_in_keywords_are_unnamed() {
+        let c = "CONNECTION_ID()";
+        for item in [
+            "CONNECTION_ID() IS NOT NULL",
+            "CONNECTION_ID() IS TRUE",
+            "CONNECTION_ID() > 0 IS NOT UNKNOWN",
+            "CONNECTION_ID() > 0 AND x",
+            "CONNECTION_ID() DIV 2",
+            "CONNECTION_ID() LIKE '1%'",
+            "CASE WHEN CONNECTION_ID() > 0 THEN 1 ELSE 0 END",
+            "CASE WHEN CONNECTION_ID() > 0 THEN CASE 1 WHEN 1 THEN 2 END END",
+        ] {
+            assert_eq!(
+                found(&format!("SELECT {item}, 1 FROM dual")),
+                one(c, Some(item)),
+                "{item}"
+            );
+        }
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Parsing of SET statements into `SetItem`s, so that session variables can be tracked and
-//! replayed instead of pinning. Anything not understood sets `unknown_set` (which pins).
+//! replayed instead of pinning. Anything not understood adds `UnknownSet` (which pins).
 
 use super::lexer::{ident_text, is_kw, Tok, Token};
-use super::{classify, Classification, Effects, SetItem, StatementKind};
+use super::{classify, Classification, Effect, Effects, SetItem, StatementKind};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Scope {
@@ -18,20 +18,32 @@ enum Parsed {
     Unknown,
 }
 
-/// Handles a whole SET statement (`tokens[0]` is SET).
-pub(super) fn finish_set(sql: &[u8], tokens: &[Token], first: bool, c: &mut Classification) {
+/// Handles a whole SET statement (`tokens[0]` is SET). `for_mark`: see `Stmt::for_mark`.
+pub(super) fn finish_set(
+    sql: &[u8],
+    tokens: &[Token],
+    first: bool,
+    for_mark: Option<usize>,
+    c: &mut Classification,
+) {
     if first {
         c.kind = StatementKind::Set;
     }
     let rest = tokens.get(1..).unwrap_or_default();
-    match parse(sql, rest, first, c) {
+    match parse(sql, rest, first, for_mark, c) {
         Parsed::Items(items) => c.set.get_or_insert_with(Vec::new).extend(items),
         Parsed::NoItems => {}
-        Parsed::Unknown => c.effects.unknown_set = true,
+        Parsed::Unknown => c.effects.add(Effect::UnknownSet),
     }
 }
 
-fn parse(sql: &[u8], t: &[Token], first: bool, c: &mut Classification) -> Parsed {
+fn parse(
+    sql: &[u8],
+    t: &[Token],
+    first: bool,
+    for_mark: Option<usize>,
+    c: &mut Classification,
+) -> Parsed {
     let kw = |i: usize, k: &[u8]| t.get(i).is_some_and(|x| is_kw(sql, x, k));
     let scope_at = |i: usize| t.get(i).and_then(|x| scope_keyword(sql, x));
     if kw(0, b"password")
@@ -39,11 +51,11 @@ fn parse(sql: &[u8], t: &[Token], first: bool, c: &mut Classification) -> Parsed
         || (kw(0, b"default") && kw(1, b"role"))
         || (kw(0, b"session") && kw(1, b"authorization"))
     {
-        c.effects.set_role_or_auth = true;
+        c.effects.add(Effect::SetRoleOrAuth);
         return Parsed::NoItems;
     }
     if kw(0, b"statement") {
-        return set_statement(sql, t, first, c);
+        return set_statement(sql, t, first, for_mark, c);
     }
     if kw(0, b"transaction") {
         return transaction(sql, &t[1..], None, &mut c.effects);
@@ -58,15 +70,22 @@ fn parse(sql: &[u8], t: &[Token], first: bool, c: &mut Classification) -> Parsed
             return Parsed::Unknown;
         }
     }
-    if items.is_empty() && !c.effects.unknown_set {
+    if items.is_empty() && !c.effects.contains(&Effect::UnknownSet) {
         return Parsed::Unknown;
     }
     Parsed::Items(items)
 }
 
 /// `SET STATEMENT var=value[, ...] FOR <statement>`: the variables last for that statement only
-/// (MariaDB), so the classification is the inner statement's.
-fn set_statement(sql: &[u8], t: &[Token], first: bool, c: &mut Classification) -> Parsed {
+/// (MariaDB), so the classification is the inner statement's. The outer pass saw the inner
+/// statement's tokens too; their effects (from `for_mark` on) give way to the inner ones.
+fn set_statement(
+    sql: &[u8],
+    t: &[Token],
+    first: bool,
+    for_mark: Option<usize>,
+    c: &mut Classification,
+) -> Parsed {
     let mut depth = 0i32;
     let for_pos = t.iter().position(|x| {
         match x.kind {
@@ -83,51 +102,16 @@ fn set_statement(sql: &[u8], t: &[Token], first: bool, c: &mut Classification) -
     if first {
         c.kind = inner.kind;
     }
-    merge_effects(&mut c.effects, &inner.effects);
+    if let Some(mark) = for_mark {
+        c.effects.truncate(mark);
+    }
+    c.effects.extend(&inner.effects);
     if let Some(items) = inner.set {
         c.set.get_or_insert_with(Vec::new).extend(items);
     }
     c.kill = c.kill.or(inner.kill);
     c.use_schema = inner.use_schema.or(c.use_schema.take());
     Parsed::NoItems
-}
-
-/// The inner statement was also seen by the outer pass, so counts take the maximum, not the sum.
-fn merge_effects(a: &mut Effects, b: &Effects) {
-    let get_lock = a.get_lock.max(b.get_lock);
-    let release_lock = a.release_lock.max(b.release_lock);
-    macro_rules! or { ($($f:ident),*) => { $( a.$f |= b.$f; )* } }
-    or!(
-        user_variable,
-        user_variable_write,
-        temporary_table,
-        release_all_locks,
-        lock_tables,
-        unlock_tables,
-        flush_with_read_lock,
-        lock_instance,
-        unlock_instance,
-        sql_prepare,
-        sql_deallocate,
-        found_rows,
-        last_insert_id_read,
-        unknown_set,
-        set_transaction_next,
-        handler_open,
-        session_track_change,
-        connection_id,
-        set_role_or_auth,
-        implicit_commit,
-        sql_log_bin,
-        global_set,
-        xa,
-        diagnostics,
-        unknown_state,
-        disconnects,
-        load_local_infile
-    );
-    a.get_lock = get_lock;
-    a.release_lock = release_lock;
 }
 
 fn scope_keyword(sql: &[u8], t: &Token) -> Option<Scope> {
@@ -255,7 +239,7 @@ fn item_into(
     match item_scope {
         None => items.push(SetItem::UserVar { name, value }),
         Some(Scope::Global) => {
-            e.global_set = true;
+            e.add(Effect::GlobalSet);
             items.push(SetItem::GlobalVar { name, value });
         }
         Some(Scope::Session) => {
@@ -264,18 +248,18 @@ fn item_into(
                 .iter()
                 .any(|x| x.kind == Tok::UserVar || is_kw(sql, x, b"select"));
             if opaque {
-                e.unknown_set = true;
+                e.add(Effect::UnknownSet);
                 return Some(());
             }
             if name.starts_with("session_track_") {
-                e.session_track_change = true;
+                e.add(Effect::SessionTrackChange);
             }
             if name == "sql_log_bin" {
-                e.sql_log_bin = true;
+                e.add(Effect::SqlLogBin);
             }
             let on = |v: &str| matches!(v.to_ascii_lowercase().as_str(), "1" | "on" | "true");
             if name == "autocommit" && on(&value) {
-                e.implicit_commit = true;
+                e.add(Effect::ImplicitCommit);
             }
             items.push(SetItem::SessionVar { name, value });
         }
@@ -307,7 +291,7 @@ fn transaction(sql: &[u8], t: &[Token], scope: Option<Scope>, e: &mut Effects) -
         return Parsed::Unknown;
     }
     let Some(scope) = scope else {
-        e.set_transaction_next = true;
+        e.add(Effect::SetTransactionNext);
         return Parsed::Items(vec![SetItem::Transaction {
             isolation,
             read_only,
@@ -326,7 +310,7 @@ fn transaction(sql: &[u8], t: &[Token], scope: Option<Scope>, e: &mut Effects) -
         Scope::Global => SetItem::GlobalVar { name, value },
     });
     if scope == Scope::Global {
-        e.global_set = true;
+        e.add(Effect::GlobalSet);
     }
     Parsed::Items(items.collect())
 }

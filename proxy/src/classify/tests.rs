@@ -4,50 +4,59 @@
 use super::*;
 use StatementKind as K;
 
-/// The names of the effects that are set (counts as `name=N`), plus "multi".
+/// A test name for each effect (`get_lock(a)` for a literal name, `get_lock(?)` otherwise).
+fn effect_name(e: &Effect) -> String {
+    let lock = |f: &str, n: &LockName| match n {
+        LockName::Literal(n) => format!("{f}({})", String::from_utf8_lossy(n)),
+        LockName::Unknown => format!("{f}(?)"),
+    };
+    let name = match e {
+        Effect::UserVariableRead => "user_variable_read",
+        Effect::UserVariableWrite => "user_variable_write",
+        Effect::TemporaryTable => "temporary_table",
+        Effect::GetLock(n) => return lock("get_lock", n),
+        Effect::ReleaseLock(n) => return lock("release_lock", n),
+        Effect::ReleaseAllLocks => "release_all_locks",
+        Effect::LockTables => "lock_tables",
+        Effect::GlobalReadLock => "global_read_lock",
+        Effect::UnlockTables => "unlock_tables",
+        Effect::Begin => "begin",
+        Effect::BackupStage => "backup_stage",
+        Effect::BackupStageEnd => "backup_stage_end",
+        Effect::BackupLock => "backup_lock",
+        Effect::BackupUnlock => "backup_unlock",
+        Effect::LockInstance => "lock_instance",
+        Effect::UnlockInstance => "unlock_instance",
+        Effect::SqlPrepare => "sql_prepare",
+        Effect::SqlDeallocate => "sql_deallocate",
+        Effect::FoundRows => "found_rows",
+        Effect::LastInsertIdRead => "last_insert_id_read",
+        Effect::ConnectionIdRead => "connection_id",
+        Effect::Call => "call",
+        Effect::UnknownSet => "unknown_set",
+        Effect::SetTransactionNext => "set_transaction_next",
+        Effect::HandlerOpen => "handler_open",
+        Effect::SessionTrackChange => "session_track_change",
+        Effect::SetRoleOrAuth => "set_role_or_auth",
+        Effect::ImplicitCommit => "implicit_commit",
+        Effect::SqlLogBin => "sql_log_bin",
+        Effect::GlobalSet => "global_set",
+        Effect::Xa => "xa",
+        Effect::XaStart => "xa_start",
+        Effect::Diagnostics => "diagnostics",
+        Effect::UnknownState => "unknown_state",
+        Effect::Disconnects => "disconnects",
+        Effect::LoadLocalInfile => "load_local_infile",
+    };
+    name.to_string()
+}
+
+/// The names of the query's effects in order, plus "multi" last for a multi-statement.
 fn effect_names(c: &Classification) -> Vec<String> {
-    let e = &c.effects;
-    let flags = [
-        ("user_variable", e.user_variable),
-        ("temporary_table", e.temporary_table),
-        ("release_all_locks", e.release_all_locks),
-        ("lock_tables", e.lock_tables),
-        ("unlock_tables", e.unlock_tables),
-        ("flush_with_read_lock", e.flush_with_read_lock),
-        ("lock_instance", e.lock_instance),
-        ("unlock_instance", e.unlock_instance),
-        ("sql_prepare", e.sql_prepare),
-        ("sql_deallocate", e.sql_deallocate),
-        ("found_rows", e.found_rows),
-        ("last_insert_id_read", e.last_insert_id_read),
-        ("unknown_set", e.unknown_set),
-        ("set_transaction_next", e.set_transaction_next),
-        ("handler_open", e.handler_open),
-        ("session_track_change", e.session_track_change),
-        ("connection_id", e.connection_id),
-        ("set_role_or_auth", e.set_role_or_auth),
-        ("implicit_commit", e.implicit_commit),
-        ("sql_log_bin", e.sql_log_bin),
-        ("global_set", e.global_set),
-        ("xa", e.xa),
-        ("diagnostics", e.diagnostics),
-        ("unknown_state", e.unknown_state),
-        ("disconnects", e.disconnects),
-        ("load_local_infile", e.load_local_infile),
-        ("multi", c.multi_statement),
-    ];
-    let mut out: Vec<String> = flags
-        .iter()
-        .filter(|f| f.1)
-        .map(|f| f.0.to_string())
-        .collect();
-    if e.get_lock > 0 {
-        out.push(format!("get_lock={}", e.get_lock));
+    let mut out: Vec<String> = c.effects.iter().map(effect_name).collect();
+    if c.multi_statement {
+        out.push("multi".into());
     }
-    if e.release_lock > 0 {
-        out.push(format!("release_lock={}", e.release_lock));
-    }
-    out.sort();
     out
 }
 
@@ -58,8 +67,7 @@ fn check(sql: &str, kind: StatementKind, effects: &[&str]) -> Classification {
         classify_all(sql.as_bytes()),
         "fast path disagrees on {sql:?}"
     );
-    let mut want: Vec<String> = effects.iter().map(|s| s.to_string()).collect();
-    want.sort();
+    let want: Vec<String> = effects.iter().map(|s| s.to_string()).collect();
     assert_eq!((c.kind, effect_names(&c)), (kind, want), "{sql:?}");
     c
 }
@@ -76,18 +84,18 @@ fn statement_forms() {
         ("  \n\t select 1", K::Select, &[]),
         ("select @@version", K::Select, &[]),
         ("SELECT @@session.sql_mode, @@global.max_connections", K::Select, &[]),
-        ("SELECT 1 INTO @x", K::Select, &["user_variable"]),
-        ("SELECT @x", K::Select, &["user_variable"]),
-        ("SELECT @x := 5", K::Select, &["user_variable"]),
+        ("SELECT 1 INTO @x", K::Select, &["user_variable_write"]),
+        ("SELECT @x", K::Select, &["user_variable_read"]),
+        ("SELECT @x := 5", K::Select, &["user_variable_read", "user_variable_write"]),
         ("SELECT '@notavar', \"@x\", `@col` FROM t", K::Select, &[]),
         ("SELECT 1 -- @x\n", K::Select, &[]),
         ("SELECT 1 # @x", K::Select, &[]),
         ("SELECT /* @x */ 1", K::Select, &[]),
         ("SELECT /*+ BKA(t) @x */ 1", K::Select, &[]),
         ("SELECT 1--1", K::Select, &[]),
-        ("SELECT 1 --\n, @x", K::Select, &["user_variable"]),
-        ("/*!40101 SET @OLD_SQL_MODE=@@SQL_MODE */", K::Set, &["user_variable"]),
-        ("/*M!100100 SELECT @y */", K::Select, &["user_variable"]),
+        ("SELECT 1 --\n, @x", K::Select, &["user_variable_read"]),
+        ("/*!40101 SET @OLD_SQL_MODE=@@SQL_MODE */", K::Set, &["user_variable_write"]),
+        ("/*M!100100 SELECT @y */", K::Select, &["user_variable_read"]),
         ("/*!50100 SELECT 1 */ /* @x */", K::Select, &[]),
         ("SELECT 'it''s @x'", K::Select, &[]),
         ("SELECT 'a\\' @x'", K::Select, &[]),
@@ -97,14 +105,25 @@ fn statement_forms() {
         ("SELECT 1 /* unterminated @x", K::Select, &[]),
         ("", K::Other, &[]),
         ("/* only a comment */", K::Other, &[]),
-        ("select get_lock('a',1)", K::Select, &["get_lock=1"]),
-        ("SELECT GET_LOCK('a', 1), GET_LOCK('b', 1)", K::Select, &["get_lock=2"]),
-        ("SELECT get_lock ('a', 1)", K::Select, &["get_lock=1"]),
+        ("select get_lock('a',1)", K::Select, &["get_lock(a)"]),
+        ("SELECT GET_LOCK('a', 1), GET_LOCK('b', 1)", K::Select, &["get_lock(a)", "get_lock(b)"]),
+        ("SELECT GET_LOCK('a', 1), GET_LOCK('a', 1)", K::Select, &["get_lock(a)", "get_lock(a)"]),
+        ("SELECT get_lock ('a', 1)", K::Select, &["get_lock(a)"]),
         ("SELECT 'get_lock(' FROM t", K::Select, &[]),
-        ("SELECT RELEASE_LOCK('a')", K::Select, &["release_lock=1"]),
+        ("SELECT RELEASE_LOCK('a')", K::Select, &["release_lock(a)"]),
+        ("SELECT GET_LOCK('A', 1), RELEASE_LOCK('A'), RELEASE_LOCK('a')", K::Select,
+            &["get_lock(A)", "release_lock(A)", "release_lock(a)"]),
+        ("SELECT GET_LOCK(CONCAT('a', 'b'), 1)", K::Select, &["get_lock(?)"]),
+        ("SELECT GET_LOCK(?, 10)", K::Select, &["get_lock(?)"]),
+        ("SELECT GET_LOCK(\"a\", 1)", K::Select, &["get_lock(?)"]),
+        ("SELECT GET_LOCK('a\\'b', 1)", K::Select, &["get_lock(?)"]),
+        ("SELECT GET_LOCK('it''s', 1)", K::Select, &["get_lock(?)"]),
+        ("SELECT GET_LOCK('a' 'b', 1)", K::Select, &["get_lock(?)"]),
+        ("SELECT GET_LOCK(_utf8mb4'a', 1)", K::Select, &["get_lock(?)"]),
+        ("SELECT RELEASE_LOCK(@n)", K::Select, &["release_lock(?)", "user_variable_read"]),
         ("DO RELEASE_ALL_LOCKS()", K::Do, &["release_all_locks"]),
-        ("DO GET_LOCK('a', 0)", K::Do, &["get_lock=1"]),
-        ("INSERT INTO t SELECT GET_LOCK('x', 1)", K::Insert, &["get_lock=1"]),
+        ("DO GET_LOCK('a', 0)", K::Do, &["get_lock(a)"]),
+        ("INSERT INTO t SELECT GET_LOCK('x', 1)", K::Insert, &["get_lock(x)"]),
         ("SeLeCt sql_calc_found_rows * FROM t LIMIT 1", K::Select, &["found_rows"]),
         ("SELECT FOUND_ROWS()", K::Select, &["found_rows"]),
         ("SELECT ROW_COUNT()", K::Select, &["found_rows"]),
@@ -126,43 +145,54 @@ fn statement_forms() {
         ("LOCK TABLES t WRITE", K::Lock, &["lock_tables", "implicit_commit"]),
         ("lock table t read, u write", K::Lock, &["lock_tables", "implicit_commit"]),
         ("UNLOCK TABLES", K::Unlock, &["unlock_tables"]),
-        ("FLUSH TABLES WITH READ LOCK", K::Flush, &["flush_with_read_lock", "implicit_commit"]),
-        ("FLUSH TABLES a, b, c, d, e WITH READ LOCK", K::Flush, &["flush_with_read_lock", "implicit_commit"]),
-        ("FLUSH TABLES t FOR EXPORT", K::Flush, &["flush_with_read_lock", "implicit_commit"]),
+        ("FLUSH TABLES WITH READ LOCK", K::Flush, &["global_read_lock", "implicit_commit"]),
+        ("FLUSH LOCAL TABLES WITH READ LOCK", K::Flush, &["global_read_lock", "implicit_commit"]),
+        ("FLUSH TABLES WITH READ LOCK AND DISABLE CHECKPOINT", K::Flush, &["global_read_lock", "implicit_commit"]),
+        ("FLUSH TABLES a, b, c, d, e WITH READ LOCK", K::Flush, &["lock_tables", "implicit_commit"]),
+        ("FLUSH TABLE t WITH READ LOCK", K::Flush, &["lock_tables", "implicit_commit"]),
+        ("FLUSH TABLES t FOR EXPORT", K::Flush, &["lock_tables", "implicit_commit"]),
         ("FLUSH PRIVILEGES", K::Flush, &["implicit_commit"]),
         ("LOCK INSTANCE FOR BACKUP", K::Lock, &["lock_instance"]),
         ("UNLOCK INSTANCE", K::Unlock, &["unlock_instance"]),
-        ("BACKUP STAGE START", K::Other, &["lock_instance"]),
-        ("BACKUP STAGE END", K::Other, &["unlock_instance"]),
+        ("BACKUP STAGE START", K::Other, &["backup_stage"]),
+        ("BACKUP STAGE BLOCK_COMMIT", K::Other, &["backup_stage"]),
+        ("BACKUP STAGE END", K::Other, &["backup_stage_end"]),
+        ("BACKUP LOCK db.t", K::Other, &["backup_lock"]),
+        ("BACKUP UNLOCK", K::Other, &["backup_unlock"]),
         ("PREPARE s FROM 'SELECT 1'", K::Prepare, &["sql_prepare"]),
         ("EXECUTE s", K::Execute, &[]),
-        ("EXECUTE s USING @a", K::Execute, &["user_variable"]),
+        ("EXECUTE s USING @a", K::Execute, &["user_variable_read"]),
         ("DEALLOCATE PREPARE s", K::Deallocate, &["sql_deallocate"]),
         ("DROP PREPARE s", K::Deallocate, &["sql_deallocate"]),
         ("EXECUTE IMMEDIATE 'SELECT 1'", K::Execute, &["unknown_state"]),
         ("BINLOG 'AAAA'", K::Other, &["unknown_state"]),
-        ("BEGIN", K::Begin, &["implicit_commit"]),
-        ("begin work", K::Begin, &["implicit_commit"]),
-        ("START TRANSACTION READ ONLY", K::Begin, &["implicit_commit"]),
-        ("START TRANSACTION WITH CONSISTENT SNAPSHOT", K::Begin, &["implicit_commit"]),
+        ("BEGIN", K::Begin, &["begin"]),
+        ("begin work", K::Begin, &["begin"]),
+        ("START TRANSACTION READ ONLY", K::Begin, &["begin"]),
+        ("START TRANSACTION WITH CONSISTENT SNAPSHOT", K::Begin, &["begin"]),
         ("BEGIN NOT ATOMIC END", K::Other, &["unknown_state"]),
         ("COMMIT", K::Commit, &[]),
         ("COMMIT WORK AND NO CHAIN NO RELEASE", K::Commit, &[]),
         ("COMMIT RELEASE", K::Commit, &["disconnects"]),
+        ("ROLLBACK AND NO CHAIN RELEASE", K::Rollback, &["disconnects"]),
         ("ROLLBACK", K::Rollback, &[]),
         ("ROLLBACK TO SAVEPOINT sp1", K::Savepoint, &[]),
         ("rollback work to sp1", K::Savepoint, &[]),
         ("SAVEPOINT sp1", K::Savepoint, &[]),
         ("RELEASE SAVEPOINT sp1", K::Savepoint, &[]),
-        ("XA START 'x'", K::Begin, &["xa", "implicit_commit"]),
+        ("XA START 'x'", K::Begin, &["xa", "xa_start"]),
+        ("XA BEGIN 'x'", K::Begin, &["xa", "xa_start"]),
         ("XA END 'x'", K::Other, &["xa"]),
+        ("XA PREPARE 'x'", K::Other, &["xa"]),
+        ("XA RECOVER", K::Other, &["xa"]),
+        ("XA COMMIT 'x' ONE PHASE", K::Commit, &["xa"]),
         ("XA COMMIT 'x'", K::Commit, &["xa"]),
         ("XA ROLLBACK 'x'", K::Rollback, &["xa"]),
         ("SHOW WARNINGS", K::Show, &["diagnostics"]),
         ("SHOW COUNT(*) ERRORS", K::Show, &["diagnostics"]),
         ("SHOW TABLES", K::Show, &[]),
-        ("GET DIAGNOSTICS @n = NUMBER", K::Other, &["diagnostics", "user_variable"]),
-        ("CALL p(1)", K::Call, &[]),
+        ("GET DIAGNOSTICS @n = NUMBER", K::Other, &["user_variable_write", "diagnostics"]),
+        ("CALL p(1)", K::Call, &["call"]),
         ("HANDLER t OPEN", K::Handler, &["handler_open"]),
         ("HANDLER db.t OPEN AS h", K::Handler, &["handler_open"]),
         ("HANDLER t READ FIRST", K::Handler, &[]),
@@ -182,8 +212,9 @@ fn statement_forms() {
         ("SELECT 1;", K::Select, &[]),
         ("SELECT 1; -- trailing comment", K::Select, &[]),
         ("SELECT 'a;b'", K::Select, &[]),
-        ("SELECT 1; CREATE TEMPORARY TABLE t (a int)", K::Select, &["multi", "temporary_table"]),
-        ("SELECT 1; LOCK TABLES t READ", K::Select, &["multi", "lock_tables", "implicit_commit"]),
+        ("SELECT 1; CREATE TEMPORARY TABLE t (a int)", K::Select, &["temporary_table", "multi"]),
+        ("SELECT 1; LOCK TABLES t READ", K::Select, &["lock_tables", "implicit_commit", "multi"]),
+        ("LOCK TABLES t READ; BEGIN", K::Lock, &["lock_tables", "implicit_commit", "begin", "multi"]),
         ("KILL QUERY CONNECTION_ID()", K::Kill, &["connection_id"]),
     ];
     for (sql, kind, effects) in rows {
@@ -254,16 +285,16 @@ fn set_forms() {
         ("SET autocommit=0", Some(vec![sv("autocommit", "0")]), &[]),
         ("SET autocommit = ON", Some(vec![sv("autocommit", "ON")]), &["implicit_commit"]),
         ("SET sql_mode=(SELECT 'x')", Some(vec![]), &["unknown_set"]),
-        ("SET time_zone = @tz", Some(vec![]), &["unknown_set", "user_variable"]),
+        ("SET time_zone = @tz", Some(vec![]), &["user_variable_write", "unknown_set"]),
         ("SET GLOBAL max_connections = 500", Some(vec![gv("max_connections", "500")]), &["global_set"]),
         ("SET @@global.max_connections = 500", Some(vec![gv("max_connections", "500")]), &["global_set"]),
         ("SET PERSIST max_connections = 500", Some(vec![gv("max_connections", "500")]), &["global_set"]),
         ("SET GLOBAL a=1, b=2", Some(vec![gv("a", "1"), gv("b", "2")]), &["global_set"]),
         ("SET GLOBAL a=1, SESSION b=2", Some(vec![gv("a", "1"), sv("b", "2")]), &["global_set"]),
         ("SET @@global.a=1, b=2", Some(vec![gv("a", "1"), sv("b", "2")]), &["global_set"]),
-        ("SET @u = 1", Some(vec![uv("u", "1")]), &["user_variable"]),
-        ("SET @u := 1, @`v w` = 'x'", Some(vec![uv("u", "1"), uv("v w", "'x'")]), &["user_variable"]),
-        ("SET @x = (SELECT 1)", Some(vec![uv("x", "(SELECT 1)")]), &["user_variable"]),
+        ("SET @u = 1", Some(vec![uv("u", "1")]), &["user_variable_write"]),
+        ("SET @u := 1, @`v w` = 'x'", Some(vec![uv("u", "1"), uv("v w", "'x'")]), &["user_variable_write"]),
+        ("SET @x = (SELECT 1)", Some(vec![uv("x", "(SELECT 1)")]), &["user_variable_write"]),
         ("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", Some(vec![iso("READ-COMMITTED")]), &[]),
         ("SET SESSION TRANSACTION READ ONLY, ISOLATION LEVEL SERIALIZABLE",
             Some(vec![iso("SERIALIZABLE"), sv("transaction_read_only", "ON")]), &[]),
@@ -281,7 +312,7 @@ fn set_forms() {
         ("SET x", None, &["unknown_set"]),
         ("SET a = ", None, &["unknown_set"]),
         ("SET NAMES utf8mb4 COLLATE", None, &["unknown_set"]),
-        ("SET NAMES utf8mb4; SET @x = 1", Some(vec![names("utf8mb4", None), uv("x", "1")]), &["user_variable", "multi"]),
+        ("SET NAMES utf8mb4; SET @x = 1", Some(vec![names("utf8mb4", None), uv("x", "1")]), &["user_variable_write", "multi"]),
     ];
     for (sql, set, effects) in rows {
         let c = check(sql, K::Set, effects);
@@ -294,13 +325,19 @@ fn set_statement_for_takes_the_inner_statement() {
     let c = check(
         "SET STATEMENT max_statement_time=1 FOR SELECT GET_LOCK('a', 1)",
         K::Select,
-        &["get_lock=1"],
+        &["get_lock(a)"],
     );
     assert_eq!(c.set, None);
     check(
         "SET STATEMENT a=1 FOR CREATE TEMPORARY TABLE t (x int)",
         K::Create,
         &["temporary_table"],
+    );
+    // Each call once, the previous statements' effects kept.
+    check(
+        "SELECT GET_LOCK('x', 1); SET STATEMENT a=1 FOR SELECT GET_LOCK('y', 1), RELEASE_LOCK('x')",
+        K::Select,
+        &["get_lock(x)", "get_lock(y)", "release_lock(x)", "multi"],
     );
 }
 
@@ -401,9 +438,11 @@ fn user_variable_assignments_are_told_from_reads() {
         ("SELECT a FROM t INTO @x", true),
         ("/*!40101 SET @OLD_SQL_MODE=@@SQL_MODE */", true),
         ("SELECT '@x := 1'", false),
+        ("GET DIAGNOSTICS CONDITION 1 @e = MYSQL_ERRNO", true),
     ];
     for (sql, write) in rows {
         let c = classify(sql.as_bytes());
-        assert_eq!(c.effects.user_variable_write, *write, "{sql}");
+        let writes = c.effects.contains(&Effect::UserVariableWrite);
+        assert_eq!(writes, *write, "{sql}");
     }
 }

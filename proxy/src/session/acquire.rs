@@ -6,12 +6,12 @@
 use std::time::{Duration, Instant};
 
 use super::registry::ClientPhase;
+use super::state::Rules;
 use super::{fmt_ms, replay, Session};
-use crate::classify::Classification;
 use crate::conn::{self, backend::Health};
 use crate::pool::{self, CheckError, Hold};
 use crate::protocol::{codes, ErrPacket};
-use crate::stats::{PinReason, Stats};
+use crate::stats::Stats;
 
 /// A statement waits at most this long for the reset of a backend its session gave back (a
 /// reset gives up after 10 s and closes the connection, which ends its state too).
@@ -51,14 +51,11 @@ impl Session {
     /// backend it runs on may stay with the session afterwards. Refused (9005) once
     /// `pin_wait` has passed with every place taken: the statement then does not run at all,
     /// and the session stays as it was.
-    pub(super) async fn reserve_pin(
-        &mut self,
-        class: Option<&Classification>,
-    ) -> Result<(), ErrPacket> {
+    pub(super) async fn reserve_pin(&mut self, rules: Option<&Rules>) -> Result<(), ErrPacket> {
         if self.place.is_some() {
             return Ok(());
         }
-        let Some(reason) = class.and_then(pins_ahead) else {
+        let Some(reason) = rules.and_then(Rules::pin_ahead) else {
             return Ok(());
         };
         let wait = self.ctx.config().pin_wait;
@@ -313,19 +310,6 @@ impl Session {
             Stats::incr(&self.ctx.stats.queue_timeouts);
         }
         pool_error_packet(e, &self.ctx.config())
-    }
-}
-
-/// The pin a statement will leave if it succeeds, as far as the classifier tells before it
-/// runs (the pins themselves are applied in `commands::after_statement`).
-fn pins_ahead(class: &Classification) -> Option<PinReason> {
-    let e = &class.effects;
-    if e.get_lock > 0 {
-        Some(PinReason::NamedLock)
-    } else if e.lock_tables || e.flush_with_read_lock || e.lock_instance {
-        Some(PinReason::TableLock)
-    } else {
-        super::commands::class_pins(class).first().copied()
     }
 }
 

@@ -7,8 +7,9 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 
 use super::prepared::StmtCmd;
+use super::state::Rules;
 use super::{framed, Flow, Session, Step};
-use crate::classify::{classify, Classification, KillTarget};
+use crate::classify::{classify, KillTarget};
 use crate::conn::backend::{query_payload, BackendConn, Health, PoolKey};
 use crate::protocol::charset;
 use crate::protocol::frame::LogicalSpan;
@@ -98,17 +99,20 @@ impl Session {
         }
     }
 
-    /// What a finished statement changed: transaction status, movable state, pins, locks.
-    pub(super) fn after_statement(
+    /// What a finished statement changed: transaction status, movable state, locks and pins
+    /// (the statement's `Rules`, when it is one sluice classified). `Flow::Quit` when the
+    /// server closes the connection after this answer (COMMIT RELEASE), so the client's
+    /// connection ends too.
+    pub(super) async fn after_statement(
         &mut self,
         summary: &ResponseSummary,
-        class: Option<&Classification>,
-    ) {
+        rules: Option<&Rules>,
+    ) -> Flow {
         if let Some(status) = summary.status {
             self.state.status = status;
         }
         let Some(backend) = self.backend.as_mut() else {
-            return;
+            return Flow::Continue;
         };
         backend.statements += 1;
         if summary.last_insert_id != 0 {
@@ -118,69 +122,87 @@ impl Session {
         self.state.warnings_pending = summary.warnings > 0;
         backend.state.apply(&summary.state_changes);
         self.state.movable.apply(&summary.state_changes);
-        let mut pins = Vec::new();
-        if let Some(class) = class {
-            self.apply_locks(class, summary.error.is_none(), &mut pins);
-            pins.extend(class_pins(class));
+        // The backend is gone after this answer: the server closed it, or it failed.
+        let (mut closed, mut flow) = (false, Flow::Continue);
+        if let Some(rules) = rules {
+            let applied = self.state.apply(rules, rules.ran(summary.error.is_some()));
+            for reason in &applied.new_pins {
+                self.count_pin(*reason);
+            }
+            if applied.disconnects {
+                (closed, flow) = (true, Flow::Quit);
+            }
+            // Asking the server replaces the diagnostics the client may read next: not after
+            // warnings. After an error it asks anyway (a statement that failed, a typo or a
+            // killed wait, took no lock, and one believed held would keep the slot for good);
+            // `SHOW WARNINGS` then misses the error only if the session kept this backend.
+            if !closed && !applied.confirm.is_empty() && !self.state.warnings_pending {
+                closed = !self.confirm_named_locks(&applied.confirm).await;
+            }
+            self.reg.info.set_pin(self.state.pin_reason());
         }
-        if has_unexplained_change(&summary.state_changes, class) {
-            pins.push(PinReason::UntrackedState);
+        if has_unexplained_change(&summary.state_changes, rules) {
+            self.pin(PinReason::UntrackedState);
         }
         if summary
             .status
             .is_some_and(|s| s.contains(StatusFlags::SERVER_STATUS_CURSOR_EXISTS))
         {
-            pins.push(PinReason::Cursor);
+            self.pin(PinReason::Cursor);
         }
-        for reason in pins {
-            self.pin(reason);
-        }
+        // With an XA transaction open the backend is closed if the session leaves, never
+        // reset (`SessionState::xa_open`).
+        let closes = closed || self.state.xa_open();
+        let needs_backend = self.state.needs_backend();
         if let Some(backend) = self.backend.as_mut() {
-            backend.health = if self.state.needs_backend() {
-                Health::Dirty
-            } else {
-                Health::Clean
+            backend.health = match (closes, needs_backend) {
+                (true, _) => Health::Broken,
+                (false, true) => Health::Dirty,
+                (false, false) => Health::Clean,
             };
         }
+        flow
     }
 
-    fn apply_locks(&mut self, class: &Classification, succeeded: bool, pins: &mut Vec<PinReason>) {
-        let e = &class.effects;
-        if e.get_lock > 0 {
-            self.state.named_locks += u32::from(e.get_lock);
-            pins.push(PinReason::NamedLock);
+    /// GET_LOCK() may have timed out, been killed, or found the lock held elsewhere; a lock
+    /// believed held would keep the session's slot until it left. The server says which of
+    /// the locks the statement named this connection holds (`IS_USED_LOCK()` returns the
+    /// owner's thread id, whatever pseudo_thread_id says): one round trip after the answer,
+    /// only for statements that take a lock by a literal name.
+    /// False if the backend failed meanwhile.
+    async fn confirm_named_locks(&mut self, names: &[Box<[u8]>]) -> bool {
+        let Some(b) = self.backend.as_mut() else {
+            return true;
+        };
+        let names = &names[..names.len().min(63)];
+        let mut sql = b"SELECT 0".to_vec();
+        for (i, name) in names.iter().enumerate() {
+            // A literal without quotes or backslashes (the classifier's rule): safe as is.
+            sql.extend_from_slice(b" | ((IS_USED_LOCK('");
+            sql.extend_from_slice(name);
+            sql.extend_from_slice(format!("') <=> {}) << {i})", b.thread_id).as_bytes());
         }
-        if e.release_all_locks {
-            self.state.named_locks = 0;
-        } else if e.release_lock > 0 {
-            self.state.named_locks = self
-                .state
-                .named_locks
-                .saturating_sub(u32::from(e.release_lock));
+        match b.query_first_u64(&sql).await {
+            Ok(Ok(Some(held))) => self.state.confirm_named_locks(names, held),
+            // No answer: the locks stay believed held, which keeps the slot, never leaks one.
+            Ok(_) => {}
+            Err(_) => return false,
         }
-        if succeeded && (e.lock_tables || e.flush_with_read_lock) {
-            self.state.table_locks = true;
-            pins.push(PinReason::TableLock);
-        }
-        if succeeded && e.lock_instance {
-            self.state.instance_lock = true;
-            pins.push(PinReason::TableLock);
-        }
-        if e.unlock_tables {
-            self.state.table_locks = false;
-        }
-        if e.unlock_instance {
-            // Before, nothing cleared the lock: the session kept its slot until it left.
-            self.state.instance_lock = false;
-        }
+        true
     }
 
+    /// Adds a pin reason and counts it if it is new.
     pub(super) fn pin(&mut self, reason: PinReason) {
         if self.state.pin(reason) {
-            self.ctx.stats.pinned(reason);
-            self.reg.info.set_pin(self.state.pin_reason());
-            tracing::info!(client = self.reg.info.id, %reason, "session pinned to its backend");
+            self.count_pin(reason);
         }
+    }
+
+    /// A pin starts: counted in the stats and shown in SHOW CLIENTS.
+    fn count_pin(&mut self, reason: PinReason) {
+        self.ctx.stats.pinned(reason);
+        self.reg.info.set_pin(self.state.pin_reason());
+        tracing::info!(client = self.reg.info.id, %reason, "session pinned to its backend");
     }
 
     /// COM_SET_OPTION: the multi-statements option is movable session state. sluice answers
@@ -458,37 +480,9 @@ async fn kill_running_statement(
     }
 }
 
-/// State changes the classifier says cannot move.
-pub(super) fn class_pins(class: &Classification) -> Vec<PinReason> {
-    let e = &class.effects;
-    let mut pins = Vec::new();
-    if e.user_variable_write {
-        pins.push(PinReason::UserVariable);
-    }
-    if e.temporary_table {
-        pins.push(PinReason::TemporaryTable);
-    }
-    if e.sql_prepare {
-        pins.push(PinReason::SqlPrepare);
-    }
-    if e.found_rows {
-        pins.push(PinReason::FoundRows);
-    }
-    if e.unknown_set || e.session_track_change || e.set_role_or_auth {
-        pins.push(PinReason::UnknownSet);
-    }
-    if e.set_transaction_next {
-        pins.push(PinReason::NextTransaction);
-    }
-    if e.handler_open {
-        pins.push(PinReason::Handler);
-    }
-    pins
-}
-
 /// The server says session state changed, but nothing it reported (schema, variables)
 /// and nothing the classifier recognised explains it.
-fn has_unexplained_change(changes: &[SessionStateChange], class: Option<&Classification>) -> bool {
+fn has_unexplained_change(changes: &[SessionStateChange], rules: Option<&Rules>) -> bool {
     let changed = changes
         .iter()
         .any(|c| matches!(c, SessionStateChange::StateChanged));
@@ -501,8 +495,7 @@ fn has_unexplained_change(changes: &[SessionStateChange], class: Option<&Classif
             SessionStateChange::SystemVariable { .. } | SessionStateChange::Schema(_)
         )
     });
-    let explained_by_class =
-        class.is_some_and(|c| !class_pins(c).is_empty() || c.effects.get_lock > 0);
+    let explained_by_class = rules.is_some_and(Rules::explains_state_change);
     !(explained_by_report || explained_by_class)
 }
 

@@ -11,33 +11,12 @@
 //! one, so a driver sees the same column name. The text differs per client, so a prepared
 //! statement with such a call is cached per client (its backend key is the rewritten text).
 
-use crate::classify::{Classification, IdCall, StatementKind};
+use crate::classify::{Classification, IdCall};
 use crate::conn::backend::{query_payload, Health};
 use crate::conn::identity::IdentityMode;
 
+use super::state::Presents;
 use super::Session;
-
-/// What of the client's identity a statement can observe on the backend, so that it is set
-/// there first.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Presents {
-    /// CONNECTION_ID() is read, or a temporary table may be created: the server keys
-    /// temporary tables by pseudo_thread_id, so a table created under another session's id
-    /// would vanish from this session once its own id is presented.
-    connection_id: bool,
-    last_insert_id: bool,
-}
-
-impl Presents {
-    pub(crate) fn of(class: &Classification) -> Presents {
-        Presents {
-            connection_id: class.effects.connection_id
-                || class.effects.temporary_table
-                || class.kind == StatementKind::Call,
-            last_insert_id: class.effects.last_insert_id_read,
-        }
-    }
-}
 
 /// Longest select-item text used as an alias (MySQL allows 256 characters for a name).
 const MAX_ALIAS: usize = 250;

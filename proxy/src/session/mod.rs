@@ -28,10 +28,9 @@ use crate::pool::{PinPlace, PooledBackend, Slot};
 use crate::protocol::{codes, flags, Capabilities, ErrPacket, OkPacket, ResponseKind};
 use crate::stats::{ClientCloseReason, Stats};
 pub use acquire::pool_error_packet;
-pub(crate) use identity::Presents;
 use registry::{ClientPhase, Registration};
 use relay::{relay, RelayError, RelayOptions};
-use state::SessionState;
+use state::{Rules, SessionState};
 
 /// What the loop does after a command.
 pub enum Flow {
@@ -246,7 +245,7 @@ impl Session {
     /// Writes what the last command left queued: the tail of a relayed response waits until
     /// the statement has given back its backend and slot, so a client that reacts at once
     /// (the next statement, a new connection) finds them free, not still held.
-    async fn flush_response(&mut self) -> Result<(), ClientCloseReason> {
+    pub(in crate::session) async fn flush_response(&mut self) -> Result<(), ClientCloseReason> {
         if self.client.queued() == 0 {
             return Ok(());
         }
@@ -269,8 +268,9 @@ impl Session {
     ) -> Step {
         self.reg.info.queries.fetch_add(1, Ordering::Relaxed);
         Stats::incr(&self.ctx.stats.statements);
+        let rules = class.map(Rules::of);
         // A statement that will pin gets its place first, or does not run at all.
-        if let Err(err) = self.reserve_pin(class).await {
+        if let Err(err) = self.reserve_pin(rules.as_ref()).await {
             self.reply_err(1, &err).await?;
             return Ok(Flow::Continue);
         }
@@ -279,14 +279,20 @@ impl Session {
             self.reply_err(1, &err).await?;
             return Ok(Flow::Continue);
         }
-        if let Some(c) = class {
-            self.present_identity(Presents::of(c)).await;
+        if let Some(r) = &rules {
+            self.present_identity(r.presents).await;
         }
+        let mut flow = Flow::Continue;
         if let Some(summary) = self.relay_on_backend(packet, kind, None).await? {
-            self.after_statement(&summary, class);
+            flow = self.after_statement(&summary, rules.as_ref()).await;
         }
         self.release_if_possible();
-        Ok(Flow::Continue)
+        if matches!(flow, Flow::Quit) {
+            // The server closes the connection after this answer (COMMIT RELEASE): the
+            // client gets the answer first, as from the server.
+            self.flush_response().await?;
+        }
+        Ok(flow)
     }
 
     /// Relays `packet` on the session's backend (which `acquire` provided). `Ok(None)`: the

@@ -15,8 +15,8 @@ pub struct ClientStmt {
     pub params: u16,
     /// The parameter types the client last bound (sent once, with new-params-bound = 1).
     pub types: Option<Vec<u8>>,
-    /// What of the session's identity an execution can observe.
-    pub(crate) presents: crate::session::Presents,
+    /// What an execution asks of the session (the identity it shows, its locks and pins).
+    pub(crate) rules: crate::session::state::Rules,
 }
 
 #[derive(Default)]
@@ -264,7 +264,7 @@ mod tests {
             sql: Arc::from(&b"SELECT ?"[..]),
             params,
             types,
-            presents: Default::default(),
+            rules: Default::default(),
         }
     }
 
@@ -399,11 +399,12 @@ mod handlers {
                         sql: Arc::from(sql),
                         params: ok.params,
                         types: None,
-                        presents: crate::session::Presents::of(&class),
+                        rules: crate::session::state::Rules::of(&class),
                     },
                 );
             }
-            self.after_statement(&summary, None);
+            // Preparing runs nothing: the statement's effects count when it is executed.
+            self.after_statement(&summary, None).await;
             self.release_if_possible();
             Ok(Flow::Continue)
         }
@@ -449,6 +450,15 @@ mod handlers {
                 .queries
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Stats::incr(&self.ctx.stats.statements);
+            // An execution that will pin gets its place first, as a query does.
+            let reserved = match cmd.runs() {
+                true => self.reserve_pin(Some(&stmt.rules)).await,
+                false => Ok(()),
+            };
+            if let Err(err) = reserved {
+                self.reply_err(1, &err).await?;
+                return Ok(Flow::Continue);
+            }
             if let Err(err) = self.acquire().await {
                 self.release_if_possible();
                 if kind != ResponseKind::None {
@@ -457,7 +467,7 @@ mod handlers {
                 return Ok(Flow::Continue);
             }
             if cmd.runs() {
-                self.present_identity(stmt.presents).await;
+                self.present_identity(stmt.rules.presents).await;
             }
             let backend_id = match self.ensure_prepared(&stmt).await {
                 Ok(id) => id,
@@ -481,8 +491,12 @@ mod handlers {
                 }
                 _ => cmd.for_backend(payload, backend_id, &stmt, None).0,
             };
+            let mut flow = Flow::Continue;
             if let Some(summary) = self.relay_on_backend(&packet, kind, None).await? {
-                self.after_statement(&summary, None);
+                // An execution does what its statement does: locks and pins as for a query
+                // (before, a prepared GET_LOCK() left its lock unseen).
+                let rules = cmd.runs().then_some(&stmt.rules);
+                flow = self.after_statement(&summary, rules).await;
             }
             if kind == ResponseKind::None {
                 // SEND_LONG_DATA: the data waits on this backend for the EXECUTE.
@@ -492,7 +506,10 @@ mod handlers {
                 self.reg.info.set_pin(self.state.pin_reason());
             }
             self.release_if_possible();
-            Ok(Flow::Continue)
+            if matches!(flow, Flow::Quit) {
+                self.flush_response().await?; // see `Session::statement`
+            }
+            Ok(flow)
         }
 
         /// The backend id of `stmt` on the session's backend, preparing it there first if

@@ -16,6 +16,7 @@ def main():
                            charset="utf8mb4", client_flag=CLIENT.MULTI_STATEMENTS, autocommit=True)
     out = []
     cur = conn.cursor()
+    session_checks.identity(conn, cur, out, "at login")
     out.append("%r" % session_checks.rows(
         cur, "SELECT 1 + 1, NULL, 'ünïcødé 𝄞', CAST(18446744073709551615 AS UNSIGNED), 3.25, "
              "DATE('2024-02-29'), %s, %s", ("param ✓", None)))
@@ -35,6 +36,7 @@ def main():
             out.append("no error for " + sql)
         except MySQLdb.MySQLError as e:
             out.append("error %d" % e.args[0])
+    session_checks.identity(conn, cur, out, "after errors")
     # The C client's own session calls: charset and schema switches, ping.
     conn.set_character_set("latin1")
     out.append("charset %r" % session_checks.rows(cur, "SELECT @@character_set_client"))
@@ -44,6 +46,7 @@ def main():
     conn.select_db(db)
     conn.ping()
     out.append("ping ok, db %r" % session_checks.rows(cur, "SELECT DATABASE(), COUNT(*) FROM mc_t"))
+    session_checks.identity(conn, cur, out, "after select_db and ping")
     cur.execute("DROP TABLE mc_t")
     cur.close()
     session_checks.session_variables(conn, out, MySQLdb.MySQLError)

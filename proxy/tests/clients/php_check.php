@@ -15,9 +15,32 @@ function check($label, $fn) {
     }
 }
 mysqli_report(MYSQLI_REPORT_ERROR | MYSQLI_REPORT_STRICT);
+// CONNECTION_ID() and its column: the value against the handshake's id (mysqli's thread_id;
+// PDO keeps none, so against the first value), since ids differ between direct and sluice.
+function identity($label, $what, $got, $id, $meta) {
+    global $out;
+    $out[] = "$label: CONNECTION_ID() is $what: " . json_encode([(string)$got === (string)$id, $meta]);
+}
+function pdo_identity($pdo, $label, $expect) {
+    $s = $pdo->query("SELECT CONNECTION_ID(), CONNECTION_ID() IS NOT NULL");
+    $row = $s->fetch(PDO::FETCH_NUM);
+    $meta = array_map(fn($i) => [$s->getColumnMeta($i)['name'], $s->getColumnMeta($i)['native_type'] ?? null], [0, 1]);
+    identity($label, "the first one", $row[0], $expect ?? $row[0], [$meta, $row[1]]);
+    return $row[0];
+}
+function mysqli_identity($m, $label) {
+    $r = $m->query("SELECT CONNECTION_ID(), CONNECTION_ID() IS NOT NULL");
+    $row = $r->fetch_row();
+    $meta = array_map(fn($f) => [$f->name, $f->type, $f->length], $r->fetch_fields());
+    identity($label, "the handshake's id", $row[0], $m->thread_id, [$meta, $row[1]]);
+    $s = $m->prepare("SELECT CONNECTION_ID()");
+    $s->execute();
+    identity("$label (prepared)", "the handshake's id", $s->get_result()->fetch_row()[0], $m->thread_id, []);
+}
 foreach (["emulated" => true, "server" => false] as $mode => $emulate) {
     $pdo = new PDO("mysql:host=$host;port=$port;dbname=$db;charset=utf8mb4", $user, $password,
         [PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION, PDO::ATTR_EMULATE_PREPARES => $emulate]);
+    $pdo_id = pdo_identity($pdo, "$mode at login", null);
     check("$mode create", fn() => $pdo->exec("CREATE TABLE IF NOT EXISTS php_t (id INT AUTO_INCREMENT PRIMARY KEY, s VARCHAR(50), d DATETIME, f DOUBLE, b BLOB) CHARSET utf8mb4"));
     check("$mode truncate", fn() => $pdo->exec("TRUNCATE php_t"));
     check("$mode insert", function () use ($pdo) {
@@ -40,6 +63,7 @@ foreach (["emulated" => true, "server" => false] as $mode => $emulate) {
     });
     check("$mode missing table", fn() => $pdo->query("SELECT * FROM nope"));
     check("$mode after error", fn() => $pdo->query("SELECT 42")->fetchColumn());
+    pdo_identity($pdo, "$mode after an error", $pdo_id);
     check("$mode multi", function () use ($pdo) {
         $s = $pdo->query("SELECT 1; SELECT 2, 3");
         $r = [];
@@ -83,8 +107,10 @@ foreach (["emulated" => true, "server" => false] as $mode => $emulate) {
         return $pdo->exec("INSERT INTO php_u VALUES (1)");
     });
     check("$mode quote", fn() => $pdo->quote("it's"));
+    pdo_identity($pdo, "$mode at the end", $pdo_id);
 }
 $m = new mysqli($host, $user, $password, $db, $port);
+mysqli_identity($m, "mysqli at login");
 check("mysqli multi_query", function () use ($m) {
     $m->multi_query("SELECT 1; SELECT 'a', 'b'; DO 1");
     $r = [];
@@ -109,6 +135,7 @@ check("mysqli cursor", function () use ($m) {
 });
 check("mysqli ping", fn() => $m->ping());
 check("mysqli change_user", fn() => [$m->change_user($user, $password, $db), $m->query("SELECT @a")->fetch_row()]);
+mysqli_identity($m, "mysqli after change_user");
 check("mysqli change_user wrong password", function () use ($m, $user, $password, $db) {
     try {
         return $m->change_user($user, "wrong-$password", $db);

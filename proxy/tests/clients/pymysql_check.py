@@ -16,6 +16,7 @@ def main():
                            charset="utf8mb4", client_flag=CLIENT.MULTI_STATEMENTS, autocommit=True)
     out = []
     with conn.cursor() as cur:
+        session_checks.identity(conn, cur, out, "at login")
         cur.execute("SELECT DATABASE(), 1 + 1, NULL, 'ünïcødé 𝄞', CAST(-9223372036854775808 AS SIGNED), "
                     "CAST(18446744073709551615 AS UNSIGNED), 3.25, DATE('2024-02-29')")
         out.append(repr(cur.fetchall()))
@@ -43,6 +44,7 @@ def main():
                 out.append("no error for " + sql)
             except pymysql.MySQLError as e:
                 out.append("error %d" % e.args[0])
+        session_checks.identity(conn, cur, out, "after errors")
         cur.execute("SELECT id, name, amount FROM py_t ORDER BY id LIMIT 5")
         out.append(repr(cur.fetchall()))
         cur.execute("SELECT SUM(amount), MAX(name) FROM py_t")

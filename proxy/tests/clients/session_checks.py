@@ -1,7 +1,7 @@
 """Session-variable checks shared by the Python driver scripts (any DB-API 2 connection
 whose paramstyle is `format`): each check appends canonical lines to `out`, which must be
-the same through sluice as directly. Connection ids differ between the two, so only their
-stability is printed."""
+the same through sluice as directly. Connection ids differ between the two, so what is
+printed is whether CONNECTION_ID() is the id the driver got in the handshake, and stays it."""
 
 
 def set_autocommit(conn, on):
@@ -17,6 +17,26 @@ def rows(cur, sql, params=None):
     return [tuple(r) for r in cur.fetchall()]
 
 
+def handshake_id(conn):
+    """The connection id the server (or sluice) sent in the handshake, as the driver keeps it:
+    PyMySQL and MySQLdb have thread_id(), mysql-connector (pure and C) connection_id."""
+    thread_id = getattr(conn, "thread_id", None)
+    return thread_id() if callable(thread_id) else conn.connection_id
+
+
+def identity(conn, cur, out, label):
+    """CONNECTION_ID() alone, in expressions and in a WHERE clause: the handshake's id, with
+    the column names and types a direct session gets."""
+    me = handshake_id(conn)
+    got = rows(cur, "SELECT CONNECTION_ID(), CONNECTION_ID() + 0, CONNECTION_ID() IS NOT NULL, "
+                    "(SELECT CONNECTION_ID()) AS sub")
+    columns = [(d[0], d[1]) for d in cur.description]
+    out.append("%s: CONNECTION_ID() is the handshake's id %r, columns %r" % (
+        label, [v == me for v in got[0][:2]] + [got[0][2], got[0][3] == me], columns))
+    where = rows(cur, "SELECT COUNT(*) FROM (SELECT 1) d WHERE CONNECTION_ID() = %s", (me,))
+    out.append("%s: WHERE CONNECTION_ID() = handshake id matches %r" % (label, where))
+
+
 def session_variables(conn, out, err_types):
     cur = conn.cursor()
     cur.execute("SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci")
@@ -25,7 +45,7 @@ def session_variables(conn, out, err_types):
     cur.execute("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,ONLY_FULL_GROUP_BY'")
     cur.execute("SET time_zone = '+05:30', SESSION sql_select_limit = 3")
     cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")
-    first_id = rows(cur, "SELECT CONNECTION_ID()")[0][0]
+    first_id = handshake_id(conn)
     stable = True
     # Many statements: on a pool these run on whichever backend is free; the session's
     # state must follow them every time.
@@ -35,7 +55,7 @@ def session_variables(conn, out, err_types):
         if i in (0, 29):
             out.append("state %r" % got)
         stable = stable and rows(cur, "SELECT CONNECTION_ID()")[0][0] == first_id
-    out.append("connection id stable %s" % stable)
+    out.append("CONNECTION_ID() stayed the handshake's id %s" % stable)
     out.append("select limit %r" % rows(cur, "SELECT seq FROM seq_1_to_10"))
     cur.execute("SET SESSION sql_select_limit = DEFAULT")
     out.append("limit default %r" % rows(cur, "SELECT COUNT(*) FROM (SELECT seq FROM seq_1_to_10) t"))

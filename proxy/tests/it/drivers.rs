@@ -1,13 +1,22 @@
-//! Real drivers (PyMySQL, mysqlclient, mysql-connector-python, node mysql2 from the
-//! registries; PHP's PDO and mysqli and MariaDB Connector/J from Debian) run their own
-//! prepared-statement and session-variable checks once directly and once through sluice;
-//! each script prints a canonical transcript and the two must be equal.
+//! Real drivers (mysql_async; PyMySQL, mysqlclient, mysql-connector-python pure and C
+//! extension, node mysql2 from the registries; PHP's PDO and mysqli and MariaDB Connector/J
+//! from Debian) run their own prepared-statement, session-variable and identity checks once
+//! directly and once through sluice at P=4, while other clients keep its backends busy; each
+//! prints a canonical transcript and the two must be equal line for line. Connection ids
+//! differ between the two runs, so a transcript prints whether CONNECTION_ID() is the id the
+//! driver got in its handshake (its own accessor: `thread_id()`, `connection_id`, `threadId`,
+//! mysqli's `thread_id`, `getServerThreadId()`, `Conn::id()`), with the column's name and type.
 //!
 //! A missing Python or Node driver is installed (pip / npm); the Debian ones are installed by
-//! `.ci/run`. A test skips, saying why, only when its driver cannot be had on this machine.
+//! `.ci/run`. A test skips, saying why, only when its driver cannot be had on this machine
+//! (and fails instead under CI=true).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Opts};
 use sluice::stats::PinReason;
 use sluice::ProxyHandle;
 use tokio::process::Command;
@@ -22,16 +31,18 @@ struct Driver {
     /// Under `proxy/tests/clients/` (for Java, the source file under `java/`).
     script: &'static str,
     install: Install,
-    /// A line the direct transcript must contain, so an empty or truncated run cannot pass.
-    expect: &'static str,
+    /// Lines the direct transcript must contain, so that an empty or truncated run cannot
+    /// pass (one of them says CONNECTION_ID() is the handshake's id, directly).
+    expect: &'static [&'static str],
     /// Pins the checks cause on purpose (user variables, FOUND_ROWS(), cursors).
     allowed_pins: &'static [PinReason],
 }
 
 enum Install {
-    /// A Python module and the pip package that provides it.
+    /// Python code that imports the driver (and fails without it), and the pip package that
+    /// provides it.
     Pip {
-        module: &'static str,
+        probe: &'static str,
         package: &'static str,
     },
     /// `npm ci` (or `npm install`) in `proxy/tests/clients/node`.
@@ -99,9 +110,8 @@ async fn try_run(program: &str, args: &[&str], dir: &Path) -> Result<String, Str
 async fn ensure_installed(driver: &Driver) -> Result<(), String> {
     let dir = clients_dir();
     match driver.install {
-        Install::Pip { module, package } => {
-            let import = format!("import {module}");
-            if try_run("python3", &["-c", &import], &dir).await.is_ok() {
+        Install::Pip { probe, package } => {
+            if try_run("python3", &["-c", probe], &dir).await.is_ok() {
                 return Ok(());
             }
             try_run(
@@ -110,7 +120,7 @@ async fn ensure_installed(driver: &Driver) -> Result<(), String> {
                 &dir,
             )
             .await?;
-            try_run("python3", &["-c", &import], &dir).await.map(drop)
+            try_run("python3", &["-c", probe], &dir).await.map(drop)
         }
         Install::Npm => {
             let node = dir.join("node");
@@ -165,8 +175,73 @@ fn endpoints(proxy: &ProxyHandle) -> [(String, u16, String, String); 2] {
     ]
 }
 
+/// Clients that keep sluice's backends busy (a statement every few milliseconds each), so
+/// that a driver's statements land on whichever backend is free, not always the same one.
+struct Stirrers {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<u64>>,
+}
+
+impl Stirrers {
+    fn start(proxy: &ProxyHandle, n: usize) -> Stirrers {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = (0..n)
+            .map(|_| {
+                let (stop, o) = (stop.clone(), opts(proxy, "app", "secret", None));
+                tokio::spawn(async move {
+                    let mut c = Conn::new(o).await.expect("a stirring client connects");
+                    let mut n = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        c.query_drop("DO 1").await.expect("a stirring statement");
+                        n += 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+                    }
+                    c.disconnect().await.expect("disconnect");
+                    n
+                })
+            })
+            .collect();
+        Stirrers { stop, tasks }
+    }
+
+    async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.tasks {
+            assert!(t.await.expect("stirring task") > 0, "a stirrer ran nothing");
+        }
+    }
+}
+
+/// Checks that the direct transcript has `expect` and that sluice's equals it; that sluice
+/// pinned for nothing but `allowed_pins`.
+fn assert_same(
+    name: &str,
+    outputs: &[String],
+    expect: &[&str],
+    proxy: &ProxyHandle,
+    allowed_pins: &[PinReason],
+) {
+    for line in expect {
+        assert!(
+            outputs[0].contains(line),
+            "{name}: the direct run lacks {line:?}:\n{}",
+            outputs[0]
+        );
+    }
+    assert_eq!(
+        outputs[1], outputs[0],
+        "{name}: transcript through sluice (left) differs from direct (right)"
+    );
+    for reason in PinReason::ALL {
+        if !allowed_pins.contains(reason) {
+            let n = proxy.context().stats.pins_by(*reason);
+            assert_eq!(n, 0, "{name}: pinned for {reason}");
+        }
+    }
+}
+
 /// The shared runner: installs the driver (or skips), runs its script directly and through
-/// a fresh in-process sluice (pool of 2, so statements move between backends), and asserts
+/// a fresh in-process sluice (P=4, with other clients stirring its backends), and asserts
 /// that both transcripts are equal.
 async fn transcripts_match(driver: Driver, db: &str) {
     if let Err(reason) = ensure_installed(&driver).await {
@@ -177,36 +252,30 @@ async fn transcripts_match(driver: Driver, db: &str) {
         return;
     }
     fresh_db(db).await;
-    let proxy = start(config(2)).await;
+    let proxy = start(config(4)).await;
     let leading = driver.leading_args();
     let mut outputs = Vec::new();
     for (host, port, user, password) in endpoints(&proxy) {
+        let via_sluice = port == proxy.local_addr().port();
+        let stirrers = via_sluice.then(|| Stirrers::start(&proxy, 3));
         let port = port.to_string();
         let mut args: Vec<&str> = leading.iter().map(String::as_str).collect();
         args.extend([host.as_str(), &port, &user, &password, db]);
         let out = try_run(driver.program, &args, &clients_dir())
             .await
             .unwrap_or_else(|e| panic!("{} via {host}:{port}: {e}", driver.name));
+        if let Some(s) = stirrers {
+            s.stop().await;
+        }
         outputs.push(out);
     }
-    assert!(
-        outputs[0].contains(driver.expect),
-        "{}: the direct run lacks {:?}:\n{}",
+    assert_same(
         driver.name,
+        &outputs,
         driver.expect,
-        outputs[0]
+        &proxy,
+        driver.allowed_pins,
     );
-    assert_eq!(
-        outputs[1], outputs[0],
-        "{}: transcript through sluice (left) differs from direct (right)",
-        driver.name
-    );
-    for reason in PinReason::ALL {
-        if !driver.allowed_pins.contains(reason) {
-            let n = proxy.context().stats.pins_by(*reason);
-            assert_eq!(n, 0, "{}: pinned for {reason}", driver.name);
-        }
-    }
     proxy.shutdown().await;
 }
 
@@ -217,10 +286,13 @@ async fn pymysql_sees_the_same_results_as_direct() {
         program: "python3",
         script: "pymysql_check.py",
         install: Install::Pip {
-            module: "pymysql",
+            probe: "import pymysql",
             package: "pymysql",
         },
-        expect: "error 1062\nerror 1146\nerror 1064\n",
+        expect: &[
+            "error 1062\nerror 1146\nerror 1064\n",
+            "after errors: CONNECTION_ID() is the handshake's id [True, True, 1, True]",
+        ],
         allowed_pins: &[PinReason::UserVariable],
     };
     transcripts_match(driver, "t_drv_pymysql").await;
@@ -234,11 +306,14 @@ async fn mysqlclient_sees_the_same_results_as_direct() {
         script: "mysqlclient_check.py",
         // Builds against libmariadb-dev + pkg-config (apt, see .ci/run).
         install: Install::Pip {
-            module: "MySQLdb",
+            probe: "import MySQLdb",
             package: "mysqlclient",
         },
-        // The last check: COM_SET_OPTION turned multi-statements back on.
-        expect: "multi-statements on: [((1,),), ((2,),)]",
+        expect: &[
+            "after select_db and ping: CONNECTION_ID() is the handshake's id [True, True, 1, True]",
+            // The last check: COM_SET_OPTION turned multi-statements back on.
+            "multi-statements on: [((1,),), ((2,),)]",
+        ],
         allowed_pins: &[PinReason::UserVariable],
     };
     transcripts_match(driver, "t_drv_mysqlclient").await;
@@ -251,13 +326,38 @@ async fn mysql_connector_python_sees_the_same_results_as_direct() {
         program: "python3",
         script: "connector_check.py",
         install: Install::Pip {
-            module: "mysql.connector",
+            probe: "import mysql.connector",
             package: "mysql-connector-python",
         },
-        expect: "prepared error 1062",
+        expect: &[
+            "implementation MySQLConnection\n",
+            "prepared error 1062",
+            "after reset: prepared CONNECTION_ID() is the handshake's id [True, 1]",
+        ],
         allowed_pins: &[PinReason::UserVariable],
     };
     transcripts_match(driver, "t_drv_connector").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_connector_python_c_extension_sees_the_same_results_as_direct() {
+    let driver = Driver {
+        name: "mysql-connector-python C extension",
+        program: "python3",
+        script: "connector_cext_check.py",
+        // The import order matters: see the script's docstring.
+        install: Install::Pip {
+            probe: "import _mysql_connector, mysql.connector; assert mysql.connector.HAVE_CEXT",
+            package: "mysql-connector-python",
+        },
+        expect: &[
+            "implementation CMySQLConnection\n",
+            "prepared error 1062",
+            "after reset: prepared CONNECTION_ID() is the handshake's id [True, 1]",
+        ],
+        allowed_pins: &[PinReason::UserVariable],
+    };
+    transcripts_match(driver, "t_drv_connector_c").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -267,7 +367,10 @@ async fn node_mysql2_sees_the_same_results_as_direct() {
         program: "node",
         script: "node/mysql2_check.js",
         install: Install::Npm,
-        expect: "changeUser wrong password 1045",
+        expect: &[
+            "changeUser wrong password 1045",
+            "after reset binary: CONNECTION_ID() is the handshake's id [true,true,\"1\"]",
+        ],
         allowed_pins: &[PinReason::UserVariable],
     };
     transcripts_match(driver, "t_drv_mysql2").await;
@@ -280,7 +383,11 @@ async fn php_pdo_and_mysqli_see_the_same_results_as_direct() {
         program: "php",
         script: "php_check.php",
         install: Install::Php,
-        expect: "mysqli change_user wrong password: \"error 1045\"",
+        expect: &[
+            "mysqli change_user wrong password: \"error 1045\"",
+            "mysqli after change_user (prepared): CONNECTION_ID() is the handshake's id: [true,[]]",
+            "server at the end: CONNECTION_ID() is the first one: [true,",
+        ],
         allowed_pins: &[
             PinReason::UserVariable,
             PinReason::FoundRows,
@@ -297,9 +404,216 @@ async fn mariadb_connector_j_sees_the_same_results_as_direct() {
         program: "java",
         script: "JdbcCheck.java",
         install: Install::Jdbc,
-        expect: "[useServerPrepStmts=true&cachePrepStmts=true] callable: [21] out 42",
+        expect: &[
+            "[useServerPrepStmts=true&cachePrepStmts=true] callable: [21] out 42",
+            "[useServerPrepStmts=true&cachePrepStmts=true] CONNECTION_ID() is still the handshake's id: true 1",
+        ],
         // The 3 MB parameter goes as COM_STMT_SEND_LONG_DATA: pinned until its EXECUTE.
         allowed_pins: &[PinReason::PreparedStatement],
     };
     transcripts_match(driver, "t_drv_jdbc").await;
+}
+
+/// A row's values in full (mysql_async's `Debug` of a value abbreviates long bytes).
+fn values(row: mysql_async::Row) -> Vec<String> {
+    row.unwrap()
+        .into_iter()
+        .map(|v| match v {
+            mysql_async::Value::Bytes(b) => format!("{:?}", String::from_utf8_lossy(&b)),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+/// CONNECTION_ID() against `Conn::id()` (the handshake's id), over text and binary, with the
+/// columns' names, types and flags.
+async fn mysql_async_identity(c: &mut Conn, label: &str, out: &mut Vec<String>) {
+    const SQL: &str = "SELECT CONNECTION_ID(), CONNECTION_ID() + 0, CONNECTION_ID() IS NOT NULL";
+    let me = u64::from(c.id());
+    let text: mysql_async::Row = c.query_first(SQL).await.unwrap().unwrap();
+    let stmt = c.prep(SQL).await.unwrap();
+    let binary: mysql_async::Row = c.exec_first(&stmt, ()).await.unwrap().unwrap();
+    c.close(stmt).await.unwrap();
+    for (proto, row) in [("text", text), ("binary", binary)] {
+        let columns: Vec<String> = row
+            .columns_ref()
+            .iter()
+            .map(|col| {
+                format!(
+                    "{} {:?} {:?}",
+                    col.name_str(),
+                    col.column_type(),
+                    col.flags()
+                )
+            })
+            .collect();
+        let (id, plus, not_null): (u64, u64, u8) = mysql_async::from_row(row);
+        out.push(format!(
+            "{label} {proto}: CONNECTION_ID() is the handshake's id {:?}, columns {columns:?}",
+            (id == me, plus == me, not_null)
+        ));
+    }
+}
+
+/// mysql_async's transcript: value types over both protocols, prepared batches, errors,
+/// transactions, multi-statement results, session variables, warnings, LAST_INSERT_ID(),
+/// user variables, temporary tables, named locks, COM_RESET_CONNECTION, COM_CHANGE_USER, and
+/// CONNECTION_ID() after each.
+async fn mysql_async_transcript(o: Opts) -> Vec<String> {
+    let mut c = Conn::new(o.clone()).await.expect("connect");
+    let mut out = Vec::new();
+    mysql_async_identity(&mut c, "at login", &mut out).await;
+    const TYPES: &str = "SELECT 1 + 1, NULL, 'ünïcødé 𝄞', CAST(-9223372036854775808 AS SIGNED), \
+        CAST(18446744073709551615 AS UNSIGNED), 3.25, DATE('2024-02-29'), 1e300, X'00FF'";
+    let text: mysql_async::Row = c.query_first(TYPES).await.unwrap().unwrap();
+    let binary: mysql_async::Row = c.exec_first(TYPES, ()).await.unwrap().unwrap();
+    out.push(format!("types text {:?}", values(text)));
+    out.push(format!("types binary {:?}", values(binary)));
+    c.query_drop(
+        "CREATE TABLE ma_t (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(20), v DECIMAL(10,2))",
+    )
+    .await
+    .unwrap();
+    c.exec_batch(
+        "INSERT INTO ma_t (name, v) VALUES (?, ?)",
+        (1..=30).map(|i| (format!("n-{i}-ß"), format!("{i}.{:02}", i % 100))),
+    )
+    .await
+    .unwrap();
+    for (lo, hi) in [(1, 3), (28, 40)] {
+        let rows: Vec<(i32, String, String)> = c
+            .exec(
+                "SELECT id, name, v FROM ma_t WHERE id BETWEEN ? AND ? ORDER BY id",
+                (lo, hi),
+            )
+            .await
+            .unwrap();
+        out.push(format!("range {lo} {hi} {rows:?}"));
+    }
+    for (sql, binary) in [
+        ("INSERT INTO ma_t (id) VALUES (1)", true),
+        ("SELECT * FROM no_such_table", false),
+        ("SELEKT 1", false),
+    ] {
+        let err = if binary {
+            c.exec_drop(sql, ()).await.unwrap_err()
+        } else {
+            c.query_drop(sql).await.unwrap_err()
+        };
+        out.push(format!("error {:?} {:?}", code_of(&err), state_of(&err)));
+    }
+    mysql_async_identity(&mut c, "after errors", &mut out).await;
+    let mut tx = c.start_transaction(Default::default()).await.unwrap();
+    tx.query_drop("INSERT INTO ma_t (name) VALUES ('rolled back')")
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    let n: Option<u64> = c
+        .query_first("SELECT COUNT(*) FROM ma_t WHERE name = 'rolled back'")
+        .await
+        .unwrap();
+    out.push(format!("after rollback {n:?}"));
+    let mut result = c.query_iter("SELECT 1; SELECT 2, 'x'; DO 1").await.unwrap();
+    let mut sets = Vec::new();
+    while !result.is_empty() {
+        let rows: Vec<mysql_async::Row> = result.collect().await.unwrap();
+        sets.push(rows.into_iter().map(values).collect::<Vec<_>>());
+    }
+    drop(result);
+    out.push(format!("multi {sets:?}"));
+    c.query_drop("SET time_zone = '+05:30', SESSION sql_mode = 'ANSI_QUOTES'")
+        .await
+        .unwrap();
+    let mut stable = true;
+    for i in 0..20u32 {
+        let row: (String, String, u32) = c
+            .exec_first("SELECT @@time_zone, @@sql_mode, ?", (i,))
+            .await
+            .unwrap()
+            .unwrap();
+        if i == 0 || i == 19 {
+            out.push(format!("state {row:?}"));
+        }
+        let id: Option<u64> = c.query_first("SELECT CONNECTION_ID()").await.unwrap();
+        stable &= id == Some(u64::from(c.id()));
+    }
+    out.push(format!(
+        "CONNECTION_ID() stayed the handshake's id {stable}"
+    ));
+    c.query_drop("SELECT CAST('abc' AS UNSIGNED)")
+        .await
+        .unwrap();
+    let warnings: Vec<(String, u16, String)> = c.query("SHOW WARNINGS").await.unwrap();
+    out.push(format!("warnings {warnings:?}"));
+    c.query_drop("INSERT INTO ma_t (name) VALUES ('last')")
+        .await
+        .unwrap();
+    let driver_id = c.last_insert_id();
+    let last: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").await.unwrap();
+    out.push(format!(
+        "LAST_INSERT_ID() is the OK's {}",
+        last == driver_id
+    ));
+    c.query_drop("SET @mine = 7").await.unwrap();
+    c.query_drop("CREATE TEMPORARY TABLE ma_tmp (a INT)")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO ma_tmp VALUES (1), (2)")
+        .await
+        .unwrap();
+    let locks: Option<(u8, u8, u8)> = c
+        .query_first("SELECT GET_LOCK('ma', 0), RELEASE_LOCK('ma'), IS_FREE_LOCK('ma')")
+        .await
+        .unwrap();
+    let row: Option<(Option<u64>, u64)> = c
+        .query_first("SELECT @mine, (SELECT COUNT(*) FROM ma_tmp)")
+        .await
+        .unwrap();
+    out.push(format!(
+        "user variable, temporary table {row:?}, locks {locks:?}"
+    ));
+    assert!(c.reset().await.unwrap(), "COM_RESET_CONNECTION is used");
+    let after: Option<Option<u64>> = c.query_first("SELECT @mine").await.unwrap();
+    out.push(format!("after reset @mine {after:?}"));
+    mysql_async_identity(&mut c, "after reset", &mut out).await;
+    let user = o.user().unwrap_or_default().to_string();
+    let pass = o.pass().unwrap_or_default().to_string();
+    c.change_user(
+        mysql_async::ChangeUserOpts::new()
+            .with_user(Some(user))
+            .with_pass(Some(pass))
+            .with_db_name(o.db_name().map(str::to_string)),
+    )
+    .await
+    .unwrap();
+    mysql_async_identity(&mut c, "after change_user", &mut out).await;
+    c.query_drop("DROP TABLE ma_t").await.unwrap();
+    c.disconnect().await.unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_async_sees_the_same_results_as_direct() {
+    let db = "t_drv_mysql_async";
+    fresh_db(db).await;
+    let proxy = start(config(4)).await;
+    let server_addr = backend_addr().parse().expect("the server's address");
+    let direct_opts = opts_at(server_addr, APP_USER, APP_PASSWORD, Some(db));
+    let direct_run = mysql_async_transcript(direct_opts.into()).await;
+    let stirrers = Stirrers::start(&proxy, 3);
+    let sluice_run = mysql_async_transcript(opts(&proxy, "app", "secret", Some(db))).await;
+    stirrers.stop().await;
+    let outputs = [direct_run.join("\n"), sluice_run.join("\n")];
+    let expect = [
+        "after change_user binary: CONNECTION_ID() is the handshake's id (true, true, 1)",
+        "LAST_INSERT_ID() is the OK's true",
+    ];
+    assert_same(
+        "mysql_async",
+        &outputs,
+        &expect,
+        &proxy,
+        &[PinReason::UserVariable, PinReason::TemporaryTable],
+    );
+    proxy.shutdown().await;
 }

@@ -19,6 +19,7 @@ mod faults;
 mod flood;
 mod identity;
 mod isolation;
+mod locks;
 mod pinning;
 mod privileged;
 mod reliability;

@@ -33,11 +33,30 @@ public class JdbcCheck {
         return b.toString();
     }
 
+    /** CONNECTION_ID() against the id of the handshake (the driver's getServerThreadId()), over
+     *  a statement and a prepared statement, with the column's name and type: ids differ
+     *  between direct and sluice, so only the comparison prints. */
+    static String identity(Connection c) throws SQLException {
+        long me = c.unwrap(org.mariadb.jdbc.MariaDbConnection.class).getServerThreadId();
+        StringBuilder b = new StringBuilder();
+        ResultSet rs = c.createStatement().executeQuery("SELECT CONNECTION_ID(), CONNECTION_ID() IS NOT NULL");
+        ResultSetMetaData md = rs.getMetaData();
+        rs.next();
+        b.append(rs.getLong(1) == me).append(' ').append(rs.getString(2));
+        for (int i = 1; i <= 2; i++) b.append(" [").append(md.getColumnLabel(i)).append(' ').append(md.getColumnTypeName(i)).append(']');
+        PreparedStatement ps = c.prepareStatement("SELECT CONNECTION_ID() = ?");
+        ps.setLong(1, me);
+        ResultSet p = ps.executeQuery();
+        p.next();
+        return b.append(" prepared ").append(p.getString(1)).toString();
+    }
+
     public static void main(String[] a) throws Exception {
         String base = "jdbc:mariadb://" + a[0] + ":" + a[1] + "/" + a[4] + "?";
         for (String opts : new String[] {"useServerPrepStmts=false", "useServerPrepStmts=true&cachePrepStmts=true"}) {
             try (Connection c = DriverManager.getConnection(base + opts, a[2], a[3])) {
                 String p = "[" + opts + "] ";
+                check(p + "CONNECTION_ID() is the handshake's id", () -> identity(c));
                 check(p + "create", () -> c.createStatement().executeUpdate(
                     "CREATE TABLE IF NOT EXISTS j_t (id INT AUTO_INCREMENT PRIMARY KEY, s VARCHAR(50), d DATETIME(3), n DECIMAL(20,6)) CHARSET utf8mb4"));
                 check(p + "insert", () -> {
@@ -115,6 +134,7 @@ public class JdbcCheck {
                     return w == null ? "none" : w.getErrorCode() + " " + w.getMessage();
                 });
                 check(p + "valid", () -> c.isValid(2));
+                check(p + "CONNECTION_ID() is still the handshake's id", () -> identity(c));
                 check(p + "cleanup", () -> c.createStatement().executeUpdate("DELETE FROM j_t"));
             }
         }
