@@ -2,25 +2,14 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use plotters::prelude::*;
 
+use super::chart::{err, COLORS, SIZE};
+use super::relay_plot;
 use super::results::Report;
 use crate::measure::level::LevelResult;
 use crate::measure::timeline::{SoakSample, TimelineRow};
-
-const SIZE: (u32, u32) = (900, 540);
-const COLORS: [RGBColor; 5] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-];
-
-fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
-    anyhow!("drawing a plot: {e:?}")
-}
 
 /// Draws every plot the report has data for; returns the files written.
 pub fn draw_all(rep: &Report) -> Result<Vec<String>> {
@@ -69,6 +58,9 @@ pub fn draw_all(rep: &Report) -> Result<Vec<String>> {
     if !rep.soak.is_empty() {
         soak(&rep.dir.join("soak.svg"), &rep.soak)?;
         written.push("soak.svg".into());
+    }
+    if relay_plot::draw(&rep.dir, &rep.rows_of("overhead"))? {
+        written.push(relay_plot::FILE.into());
     }
     let auto: Vec<&TimelineRow> = rep.timeline.iter().filter(|s| s.config == "auto").collect();
     if !auto.is_empty() {
