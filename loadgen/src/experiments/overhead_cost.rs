@@ -89,9 +89,22 @@ impl Tools {
                 .notes
                 .push(format!("overhead: HAProxy not measured: {why}")),
         }
+        if cfg!(debug_assertions) {
+            r.notes.push(
+                "overhead: WARNING: loadgen is a debug build, so the bare tokio relay (loadgen relay) \
+                 runs unoptimised; measure with --release (just overhead does)"
+                    .into(),
+            );
+        }
         match &bins.sluice {
             Ok(bin) => {
                 r.meta("overhead_sluice_bin", bin.display());
+                if bin.components().any(|c| c.as_os_str() == "debug") {
+                    r.notes.push(format!(
+                        "overhead: WARNING: {} looks like a debug build; its numbers are not sluice's",
+                        bin.display()
+                    ));
+                }
                 if let Some(stale) = stale_sluice(bin) {
                     r.notes.push(stale);
                 }

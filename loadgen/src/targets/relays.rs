@@ -101,8 +101,21 @@ pub struct Launch<'a> {
     pub under: Option<Vec<String>>,
 }
 
-/// Starts `relay` on a free loopback port.
+/// Starts `relay` on a free loopback port (three tries, but one under valgrind, whose start
+/// takes long: another process may take the port between our probe and the relay's bind).
 pub async fn start(relay: Relay, bins: &Binaries, how: &Launch<'_>) -> Result<RelayProcess> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match start_once(relay, bins, how).await {
+            // The last try's error is the one reported.
+            Err(_) if tries < 3 && how.under.is_none() && bins.missing(relay).is_none() => {}
+            done => return done,
+        }
+    }
+}
+
+async fn start_once(relay: Relay, bins: &Binaries, how: &Launch<'_>) -> Result<RelayProcess> {
     let listen: SocketAddr = free_addr()?;
     let key = relay.key();
     let cmd = match relay {
