@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 
-use common::{leftovers, loadgen, run_dir, servers_mentioning, MINI};
+use common::{leftovers, loadgen, num, read_rows, run_dir, servers_mentioning, MINI};
 
 /// The documented columns (results/README.md), in order.
 const COLUMNS: &[&str] = &[
@@ -94,30 +94,9 @@ fn may_be_empty(col: &str, row: &HashMap<String, String>) -> bool {
 }
 
 fn read_csv(path: &Path) -> Vec<HashMap<String, String>> {
-    let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let headers: Vec<String> = r
-        .headers()
-        .expect("headers")
-        .iter()
-        .map(String::from)
-        .collect();
+    let (headers, rows) = read_rows(path);
     assert_eq!(headers, COLUMNS, "columns of {}", path.display());
-    r.records()
-        .map(|rec| {
-            let rec = rec.expect("record");
-            headers
-                .iter()
-                .cloned()
-                .zip(rec.iter().map(String::from))
-                .collect()
-        })
-        .collect()
-}
-
-fn num(row: &HashMap<String, String>, col: &str) -> f64 {
-    row[col]
-        .parse()
-        .unwrap_or_else(|_| panic!("{col}={:?} is not a number in {row:?}", row[col]))
+    rows
 }
 
 fn check_rows(file: &str, rows: &[HashMap<String, String>], expected: usize) {

@@ -8,12 +8,13 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{leftovers, loadgen, processes_with_env, run_dir, runs, skip_or_fail, MINI};
+use common::{
+    leftovers, loadgen, num, processes_with_env, read_rows, read_until, run_dir, runs,
+    signal_and_wait, skip_or_fail, spawn_with_stderr, MINI,
+};
 
 /// Marks the processes a run starts (they inherit loadgen's environment).
 const MARK: &str = "LOADGEN_OVERHEAD_TEST";
@@ -57,29 +58,21 @@ fn tools() -> Option<PathBuf> {
 }
 
 fn read_csv(path: &Path) -> Vec<HashMap<String, String>> {
-    let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let headers: Vec<String> = r
-        .headers()
-        .expect("headers")
-        .iter()
-        .map(String::from)
-        .collect();
-    r.records()
-        .map(|rec| {
-            let rec = rec.expect("record");
-            headers
-                .iter()
-                .cloned()
-                .zip(rec.iter().map(String::from))
-                .collect()
-        })
-        .collect()
+    read_rows(path).1
 }
 
-fn num(row: &HashMap<String, String>, col: &str) -> f64 {
-    row[col]
-        .parse()
-        .unwrap_or_else(|_| panic!("{col}={:?} is not a number in {row:?}", row[col]))
+/// No process the run started is left, nor anything in its TMPDIR.
+fn assert_nothing_left(mark: &str, tmpdir: &Path) {
+    assert_eq!(
+        processes_with_env(MARK, mark),
+        vec![],
+        "processes left behind"
+    );
+    assert!(
+        leftovers(tmpdir).is_empty(),
+        "left in TMPDIR: {:?}",
+        leftovers(tmpdir)
+    );
 }
 
 /// `0-2,5` as a sorted list.
@@ -278,16 +271,7 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
     assert_eq!(section(&redrawn, "Overhead:", "Fairness"), ran);
     assert!(dir.join("relay_cost.svg").is_file(), "the plot is redrawn");
 
-    assert_eq!(
-        processes_with_env(MARK, &mark),
-        vec![],
-        "processes left behind"
-    );
-    assert!(
-        leftovers(&server_tmp).is_empty(),
-        "left in TMPDIR: {:?}",
-        leftovers(&server_tmp)
-    );
+    assert_nothing_left(&mark, &server_tmp);
 }
 
 #[test]
@@ -297,30 +281,18 @@ fn ctrl_c_mid_overhead_tears_every_relay_down() {
     let server_tmp = tmp.path().join("server-tmp");
     std::fs::create_dir_all(&server_tmp).expect("server tmp");
     let mark = format!("sigint-{}", std::process::id());
-    let mut child = loadgen()
-        .arg("overhead")
+    let mut cmd = loadgen();
+    cmd.arg("overhead")
         .args(["--window-s", "2", "--warmup-s", "0.3", "--no-progress"])
         .arg("--sluice-bin")
         .arg(&sluice)
         .arg("--out")
         .arg(tmp.path().join("out"))
         .env("TMPDIR", &server_tmp)
-        .env(MARK, &mark)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn loadgen");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
+        .env(MARK, &mark);
+    let (mut child, mut lines) = spawn_with_stderr(cmd);
     // The bare relay's level is done once its line is logged; HAProxy's starts next.
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.expect("line");
-        seen.push(line.clone());
-        if line.starts_with("SELECT 1: 1 clients, bare tokio relay") {
-            break;
-        }
-    }
+    let seen = read_until(&mut lines, "SELECT 1: 1 clients, bare tokio relay");
     let deadline = Instant::now() + Duration::from_secs(20);
     let haproxy = loop {
         let procs = processes_with_env(MARK, &mark);
@@ -341,33 +313,11 @@ fn ctrl_c_mid_overhead_tears_every_relay_down() {
         "the server and HAProxy run: {haproxy:?}"
     );
 
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "loadgen did not exit after SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (status, rest) = signal_and_wait(&mut child, lines, libc::SIGINT);
     assert_eq!(
         status.code(),
         Some(130),
         "exit status; stderr tail: {rest:?}"
     );
-    assert_eq!(
-        processes_with_env(MARK, &mark),
-        vec![],
-        "processes left behind"
-    );
-    assert!(
-        leftovers(&server_tmp).is_empty(),
-        "left in TMPDIR: {:?}",
-        leftovers(&server_tmp)
-    );
+    assert_nothing_left(&mark, &server_tmp);
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::chart::{err, COLORS, SIZE};
+use super::chart::{err, legend, COLORS, SIZE};
 use super::relay_plot;
 use super::results::Report;
 use crate::measure::level::LevelResult;
@@ -318,13 +318,7 @@ fn p99(path: &Path, rows: &[&LevelResult]) -> Result<()> {
             .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .border_style(BLACK)
-        .background_style(WHITE)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present().map_err(err)
 }
 
@@ -396,13 +390,7 @@ fn pool_vs_direct(path: &Path, bars: &[(String, &LevelResult)]) -> Result<()> {
         .map_err(err)?
         .label("p99 counting in-flight at close")
         .legend(|(x, y)| Cross::new((x + 7, y), 5, BLACK.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
 
     let mut served = ChartBuilder::on(&bottom)
         .caption(
@@ -511,13 +499,7 @@ fn open_loop(path: &Path, rows: &[&LevelResult]) -> Result<()> {
             .label(format!("{name}: p50"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .border_style(BLACK)
-        .background_style(WHITE)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present().map_err(err)
 }
 

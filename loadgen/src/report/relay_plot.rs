@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Result;
 use plotters::prelude::*;
 
-use super::chart::{err, COLORS, SIZE};
+use super::chart::{err, legend, COLORS, SIZE};
 use crate::analysis::relay_cost::{key_of, median_of, CPU_RATIO_GOAL, MANY};
 use crate::measure::level::LevelResult;
 
@@ -139,13 +139,7 @@ fn panel<DB: DrawingBackend>(
             .map_err(err)?
             .label(label)
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     Ok(())
 }
