@@ -20,10 +20,24 @@ bench *ARGS:
     loadgen/scripts/ensure-server.sh {{ARGS}}
     cargo run --release -p loadgen -- bench {{ARGS}}
 
-# `just bench` plus experiments S, D, E, F and overhead (planned 18 min on 2 cores).
+# Also installs haproxy, strace and valgrind when missing (overhead), and builds the release
+# sluice binary that overhead measures. COST_COUNTS=1 adds overhead's callgrind counts (~2 min).
+# `just bench` plus experiments S, D, E, F and overhead (planned 19 min on 2 cores).
 bench-all *ARGS:
     loadgen/scripts/ensure-server.sh {{ARGS}}
-    cargo run --release -p loadgen -- bench --all {{ARGS}}
+    scripts/install-test-deps.sh --overhead
+    cargo build --release -p sluice -p loadgen
+    target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/loadgen" bench --all {{ARGS}}
+
+# Installs haproxy, strace and valgrind when missing; builds the release sluice and loadgen
+# together, so the sluice measured is the one in this tree. --cost-counts (COST_COUNTS=1) adds
+# instructions per query under valgrind (~2 min); --overhead-rounds N repeats the sequence.
+# Relay cost (issue 17): direct, the tokio relay, HAProxy and sluice P=4/64 side by side (~2.5 min).
+overhead *ARGS:
+    loadgen/scripts/ensure-server.sh {{ARGS}}
+    scripts/install-test-deps.sh --overhead
+    cargo build --release -p sluice -p loadgen
+    target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/loadgen" overhead {{ARGS}}
 
 # A short benchmark (short windows, fewer levels; planned under 2 min).
 bench-quick *ARGS:

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a Debian/Ubuntu machine, and only what is missing. Used by
-# `just test` and `.ci/run`, so the two can never drift; `just bench` uses `--server-only`.
+# `just test` and `.ci/run`, so the two can never drift; `just bench` uses `--server-only`,
+# `loadgen overhead` (in `just bench-all` and `just overhead`) `--overhead`.
 #
 #   scripts/install-test-deps.sh                 # everything the tests use
 #   scripts/install-test-deps.sh --server-only   # mariadb-server alone (the benchmark)
+#   scripts/install-test-deps.sh --overhead      # haproxy, strace, valgrind (loadgen overhead)
 #   scripts/install-test-deps.sh --check         # say what is missing, install nothing
 #
 # What it installs when missing:
 #   apt:  mariadb-server mariadb-client (mariadbd, the mariadb CLI, mysqlslap), mariadb-test
 #         (mariadb-client-test, mariadb-test-run), sysbench, libmariadb-dev + pkg-config (to build
 #         mysqlclient), nodejs + npm, php-cli + php-mysql (PDO, mysqli), libmariadb-java +
-#         default-jdk-headless (Connector/J)
+#         default-jdk-headless (Connector/J), haproxy (the C relay loadgen overhead measures
+#         sluice against), strace and valgrind (its syscall and instruction counts)
 #   pip:  pymysql, mysqlclient, mysql-connector-python (with Debian's own python3, which
 #         refuses pip installs: python3-pymysql and python3-mysqldb from apt, and
 #         mysql-connector-python, which Debian does not package, with --break-system-packages)
@@ -25,8 +28,9 @@ mode=all
 case "${1:-}" in
   "") ;;
   --server-only) mode=server ;;
+  --overhead) mode=overhead ;;
   --check) mode=check ;;
-  *) echo "usage: $0 [--server-only|--check]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--server-only|--overhead|--check]" >&2; exit 2 ;;
 esac
 
 say() { echo "install-test-deps: $*"; }
@@ -69,17 +73,37 @@ apt_install() {
 }
 apt_updated=false
 
-# Debian starts the packaged server; the tests and the benchmark run their own private ones.
-stop_packaged_server() {
+# Debian starts the packaged server (and haproxy); the tests and the benchmark run their own
+# private ones.
+stop_packaged_service() {
   if have systemctl && [ "$mode" != check ]; then
-    "${sudo[@]}" systemctl disable --now mariadb >/dev/null 2>&1 || true
+    "${sudo[@]}" systemctl disable --now "$1" >/dev/null 2>&1 || true
   fi
+}
+stop_packaged_server() { stop_packaged_service mariadb; }
+
+# loadgen overhead: HAProxy in TCP mode is the C relay sluice is measured against; strace
+# counts the relays' syscalls, valgrind (callgrind) their instructions (--cost-counts).
+overhead_tools() {
+  local tools=()
+  have_sbin haproxy || tools+=(haproxy)
+  have strace || tools+=(strace)
+  have valgrind || tools+=(valgrind)
+  [ ${#tools[@]} -eq 0 ] || printf '%s\n' "${tools[@]}"
 }
 
 if [ "$mode" = server ]; then
   if ! have_sbin mariadbd && ! have_sbin mysqld; then
     apt_install mariadb-server
     stop_packaged_server
+  fi
+  exit 0
+fi
+if [ "$mode" = overhead ]; then
+  mapfile -t tools < <(overhead_tools)
+  if [ ${#tools[@]} -gt 0 ]; then
+    apt_install "${tools[@]}"
+    [[ " ${tools[*]} " == *" haproxy "* ]] && stop_packaged_service haproxy
   fi
   exit 0
 fi
@@ -100,11 +124,14 @@ php -r 'exit(extension_loaded("mysqli") && extension_loaded("pdo_mysql") ? 0 : 1
 [ -f /usr/share/java/mariadb-java-client.jar ] || need+=(libmariadb-java)
 have javac || need+=(default-jdk-headless)
 have python3 || need+=(python3)
+mapfile -t tools < <(overhead_tools)
+need+=("${tools[@]}")
 py_missing() { ! python3 -c "import $1" 2>/dev/null; }
 installed_server=false
 [[ " ${need[*]} " == *" mariadb-server "* ]] && installed_server=true
 apt_install "${need[@]}"
 $installed_server && stop_packaged_server
+[[ " ${tools[*]} " == *" haproxy "* ]] && stop_packaged_service haproxy
 
 # Python drivers: pip into whatever python3 is first on PATH (a venv, pyenv, or the system's).
 # Debian's own python3 has no pip or refuses pip installs (PEP 668): then its python3-*

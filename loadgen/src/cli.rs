@@ -43,7 +43,10 @@ pub enum Command {
     Open,
     /// CLIENT_THREADS clients through sluice for each P in POOL_SIZES.
     Proxy,
-    /// `SELECT 1` latency and CPU, direct vs through sluice, at 1 and 64 clients.
+    /// Relay cost (issue 17): `SELECT 1` at 1 and 64 clients, direct, through the bare tokio
+    /// relay, HAProxy in TCP mode and the sluice binary at P=4 and P=64, each relay a process
+    /// of its own: QPS, p50/p99, process CPU and syscalls per query (`--cost-counts` adds
+    /// instructions per query under valgrind).
     Overhead,
     /// Experiment D: 4 active clients while N idle connections (IDLE_LEVELS) are held open,
     /// directly at the server and through sluice.
@@ -69,6 +72,16 @@ pub enum Command {
     },
     /// Soak: 10,000 idle + 512 active clients through a release `sluice` child process for
     /// 30 minutes; RSS, fds, backends and p99 every minute into soak.csv and soak.svg.
+    /// The bare tokio relay as a process of its own (started by `overhead`; not for direct use).
+    #[command(hide = true)]
+    Relay {
+        /// Where clients connect (`host:port`).
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        /// The server it relays to (`host:port`).
+        #[arg(long)]
+        backend: String,
+    },
     Soak {
         /// 10 minutes instead of 30.
         #[arg(long)]
@@ -98,9 +111,23 @@ impl Command {
             Command::Sessions => "sessions",
             Command::Seed => "seed",
             Command::Report { .. } => "report",
+            Command::Relay { .. } => "relay",
             Command::Soak { .. } => "soak",
         }
     }
+}
+
+/// How `overhead` counts a relay's syscalls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SyscallCounterChoice {
+    /// perf when it can count the syscall tracepoints here, else strace, else none.
+    Auto,
+    /// `perf stat` on the raw_syscalls:sys_enter tracepoint: counted in the kernel.
+    Perf,
+    /// `strace -c -f`: every syscall stops the relay for the tracer (much slower).
+    Strace,
+    /// Do not count syscalls.
+    Off,
 }
 
 /// Which MySQL server to run against.
@@ -201,6 +228,26 @@ pub struct Common {
     /// Experiment F: the open-loop stream's rate as a multiple of the peak QPS.
     #[arg(long, env = "ADMISSION_LOAD", value_parser = parse_rate_multiple, global = true)]
     pub admission_load: Option<f64>,
+    /// Overhead: rounds of every target at every client count, one after the other (the
+    /// summary gives each round's ratios and their range).
+    #[arg(long, env = "OVERHEAD_ROUNDS", value_parser = clap::value_parser!(u32).range(1..=20), global = true)]
+    pub overhead_rounds: Option<u32>,
+    /// Overhead: also count each relay's instructions per query under valgrind's callgrind
+    /// (about a minute per relay).
+    #[arg(long, env = "COST_COUNTS", global = true)]
+    pub cost_counts: bool,
+    /// Overhead: queries per client count in each callgrind run (`--cost-counts`).
+    #[arg(long, env = "COST_QUERIES", value_parser = clap::value_parser!(u64).range(100..=10_000_000), global = true)]
+    pub cost_queries: Option<u64>,
+    /// Overhead: how to count the relays' syscalls.
+    #[arg(long, env = "SYSCALL_COUNTER", value_enum, default_value_t = SyscallCounterChoice::Auto, global = true)]
+    pub syscall_counter: SyscallCounterChoice,
+    /// Overhead: the HAProxy binary (default: haproxy on PATH, in /usr/sbin or /usr/local/sbin).
+    #[arg(long, env = "HAPROXY_BIN", global = true)]
+    pub haproxy_bin: Option<PathBuf>,
+    /// Overhead and soak: the sluice binary (default: `sluice` next to loadgen's executable).
+    #[arg(long, env = "SLUICE_BIN", global = true)]
+    pub sluice_bin: Option<PathBuf>,
     /// Seed for the query parameters.
     #[arg(long, env = "LOADGEN_SEED", default_value_t = 42, global = true)]
     pub seed: u64,

@@ -9,7 +9,8 @@
 //! - [`analysis`]: pure functions over measured rows: the collapse and knee, the best pool, E's
 //!   rounds, the soak's verdict.
 //! - [`targets`]: the servers (local via dbkit, docker via bollard, external), the in-process
-//!   sluice, the sluice child process and the bare TCP relay.
+//!   sluice, and the relays overhead runs as processes of their own: the sluice binary,
+//!   HAProxy and the bare tokio relay.
 //! - [`measure`]: one level (spawn, measure, merge) of clients on their connections, the
 //!   statistics, calibration, timelines, and loadgen's own CPU and memory.
 //! - [`workload`]: the table, seeding, the query, connection options.
@@ -52,6 +53,9 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     if let cli::Command::Report { dir } = &cli.command {
         return rewrite_report(dir);
+    }
+    if let cli::Command::Relay { listen, backend } = &cli.command {
+        return targets::relay_floor::serve_process(*listen, backend.clone());
     }
     let host_cpus = dbkit::affinity::thread_cpus(0)
         .unwrap_or_else(|_| (0..dbkit::affinity::online_cpus()).collect());

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::{ArrivalKind, Cli, Command, Rate, ServerKind};
+use crate::cli::{ArrivalKind, Cli, Command, Rate, ServerKind, SyscallCounterChoice};
 
 /// Default rows in `reads_test` (as the seed).
 pub const DEFAULT_ROWS: u32 = 200_000;
@@ -14,6 +14,9 @@ pub const DEFAULT_SCAN_W: u32 = 20_000;
 pub const DEFAULT_IDLE_LEVELS: &[usize] = &[0, 20, 100, 500, 1000, 1500];
 /// Default client tasks for C, open loop and proxy.
 pub const DEFAULT_CLIENT_THREADS: usize = 512;
+/// Overhead's default queries per client count in a callgrind run: about 10-20 s per relay
+/// under valgrind here.
+pub const DEFAULT_COST_QUERIES: u64 = 20_000;
 
 /// Everything a run needs, validated.
 #[derive(Debug, Clone)]
@@ -74,6 +77,18 @@ pub struct Settings {
     pub max_queue_wait: Duration,
     /// Experiment F: open-loop rate as a multiple of the peak.
     pub admission_load: f64,
+    /// Overhead: rounds of every target at every client count.
+    pub overhead_rounds: usize,
+    /// Overhead: also count instructions per query under callgrind.
+    pub cost_counts: bool,
+    /// Overhead: queries per client count in a callgrind run.
+    pub cost_queries: u64,
+    /// Overhead: how syscalls are counted.
+    pub syscall_counter: SyscallCounterChoice,
+    /// Overhead: an explicit HAProxy binary.
+    pub haproxy_bin: Option<PathBuf>,
+    /// Overhead and soak: an explicit sluice binary.
+    pub sluice_bin: Option<PathBuf>,
     /// RNG seed.
     pub seed: u64,
     /// Show the progress bar.
@@ -198,6 +213,12 @@ impl Settings {
             adaptive_rounds: c.adaptive_rounds.unwrap_or(if quick { 1 } else { 3 }),
             max_queue_wait: Duration::from_millis(u64::from(c.max_queue_wait_ms.unwrap_or(200))),
             admission_load: c.admission_load.unwrap_or(1.5),
+            overhead_rounds: c.overhead_rounds.unwrap_or(1) as usize,
+            cost_counts: c.cost_counts,
+            cost_queries: c.cost_queries.unwrap_or(DEFAULT_COST_QUERIES),
+            syscall_counter: c.syscall_counter,
+            haproxy_bin: c.haproxy_bin,
+            sluice_bin: c.sluice_bin,
             seed: c.seed,
             progress: !c.no_progress,
         })

@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 
-use common::{leftovers, loadgen, run_dir, servers_mentioning, MINI};
+use common::{leftovers, loadgen, num, read_rows, run_dir, servers_mentioning, MINI};
 
 /// The documented columns (results/README.md), in order.
 const COLUMNS: &[&str] = &[
@@ -57,6 +57,12 @@ const COLUMNS: &[&str] = &[
     "threads_running_mean",
     "limit_mean",
     "qps_se",
+    "cpu_us_per_query",
+    "server_cpu_us_per_query",
+    "syscalls_per_query",
+    "syscall_window_qps",
+    "instructions_per_query",
+    "round",
 ];
 
 /// Columns that may be empty, and when.
@@ -76,35 +82,21 @@ fn may_be_empty(col: &str, row: &HashMap<String, String>) -> bool {
         // Only the admission-control row of F has a target.
         "max_queue_wait_ms" => true,
         "threads_running_mean" | "limit_mean" => row["experiment"] != "E",
+        // The overhead experiment's relay processes (tests/overhead.rs checks them).
+        "cpu_us_per_query"
+        | "server_cpu_us_per_query"
+        | "syscalls_per_query"
+        | "syscall_window_qps"
+        | "instructions_per_query"
+        | "round" => row["experiment"] != "overhead",
         _ => false,
     }
 }
 
 fn read_csv(path: &Path) -> Vec<HashMap<String, String>> {
-    let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let headers: Vec<String> = r
-        .headers()
-        .expect("headers")
-        .iter()
-        .map(String::from)
-        .collect();
+    let (headers, rows) = read_rows(path);
     assert_eq!(headers, COLUMNS, "columns of {}", path.display());
-    r.records()
-        .map(|rec| {
-            let rec = rec.expect("record");
-            headers
-                .iter()
-                .cloned()
-                .zip(rec.iter().map(String::from))
-                .collect()
-        })
-        .collect()
-}
-
-fn num(row: &HashMap<String, String>, col: &str) -> f64 {
-    row[col]
-        .parse()
-        .unwrap_or_else(|_| panic!("{col}={:?} is not a number in {row:?}", row[col]))
+    rows
 }
 
 fn check_rows(file: &str, rows: &[HashMap<String, String>], expected: usize) {

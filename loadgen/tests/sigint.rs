@@ -2,18 +2,18 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{leftovers, loadgen, servers_mentioning};
+use common::{
+    leftovers, loadgen, read_until, servers_mentioning, signal_and_wait, spawn_with_stderr,
+};
 
 fn interrupt_mid_run(signal: libc::c_int) {
     let tmp = tempfile::tempdir().expect("tmp");
     let server_tmp = tmp.path().join("server-tmp");
     std::fs::create_dir_all(&server_tmp).expect("server tmp");
-    let mut child = loadgen()
-        .arg("curve")
+    let mut cmd = loadgen();
+    cmd.arg("curve")
         .args([
             "--rows",
             "20000",
@@ -26,22 +26,10 @@ fn interrupt_mid_run(signal: libc::c_int) {
         .args(["--conc-levels", "1,2,4,8,16", "--window-s", "30"])
         .arg("--out")
         .arg(tmp.path().join("out"))
-        .env("TMPDIR", &server_tmp)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn loadgen");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
+        .env("TMPDIR", &server_tmp);
+    let (mut child, mut lines) = spawn_with_stderr(cmd);
     // Wait until the load runs: calibration is logged right before experiment A starts.
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.expect("line");
-        seen.push(line.clone());
-        if line.starts_with("calibration:") {
-            break;
-        }
-    }
+    let seen = read_until(&mut lines, "calibration:");
     assert!(
         seen.iter().any(|l| l.starts_with("calibration:")),
         "never started: {seen:?}"
@@ -54,20 +42,7 @@ fn interrupt_mid_run(signal: libc::c_int) {
         "expected one running server, saw {servers:?}"
     );
 
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "loadgen did not exit after the signal"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (status, rest) = signal_and_wait(&mut child, lines, signal);
     assert_eq!(
         status.code(),
         Some(130),

@@ -8,6 +8,8 @@ pub mod calibrate;
 pub mod curve;
 pub mod idle;
 pub mod open_loop;
+pub mod overhead;
+pub mod overhead_cost;
 pub mod pool;
 pub mod run;
 pub mod seed;
@@ -18,8 +20,6 @@ pub mod soak;
 pub mod adaptive;
 #[cfg(feature = "proxy")]
 pub mod admission;
-#[cfg(feature = "proxy")]
-pub mod overhead;
 #[cfg(feature = "proxy")]
 pub mod proxy;
 #[cfg(feature = "proxy")]
@@ -60,7 +60,7 @@ pub fn for_command(command: &Command) -> Vec<Box<dyn Experiment>> {
         Command::Soak { short, minutes } => list.push(Box::new(Soak {
             minutes: minutes.unwrap_or(if *short { 10 } else { 30 }),
         })),
-        Command::Report { .. } => list.clear(),
+        Command::Report { .. } | Command::Relay { .. } => list.clear(),
         Command::Bench { all, .. } => {
             // The seed's A, B (read from A) and C, the open loop and the proxy rows.
             list.extend([
@@ -143,7 +143,7 @@ fn proxy() -> Box<dyn Experiment> {
     Box::new(proxy::Proxy)
 }
 
-#[cfg(feature = "proxy")]
+/// Overhead runs the sluice binary, not the in-process library: it needs no feature.
 fn overhead() -> Box<dyn Experiment> {
     Box::new(overhead::Overhead)
 }
@@ -166,11 +166,6 @@ fn admission() -> Box<dyn Experiment> {
 #[cfg(not(feature = "proxy"))]
 fn proxy() -> Box<dyn Experiment> {
     skip::Skip::log("proxy experiment")
-}
-
-#[cfg(not(feature = "proxy"))]
-fn overhead() -> Box<dyn Experiment> {
-    skip::Skip::fail("`overhead`")
 }
 
 #[cfg(not(feature = "proxy"))]

@@ -1,23 +1,33 @@
-//! Overhead: `SELECT 1` at 1 and 64 clients, directly, through a bare TCP relay (the floor any
-//! proxy pays on this host) and through an in-process sluice (backend over TCP, and over the
-//! server's Unix socket when it has one). sluice's pool size equals the clients, so there is
-//! no pool queueing and the difference from direct is the relay alone.
+//! Overhead (issue 17): what relaying a `SELECT 1` costs, side by side in one run: direct,
+//! the bare tokio relay (the floor), HAProxy in TCP mode with one thread (the plain C relay)
+//! and the sluice binary at P=4 and P=64, at 1 and 64 clients.
+//!
+//! Every relay is a process of its own, pinned to loadgen's CPUs (the server keeps its own:
+//! MariaDB on CPU 0, relay and load on CPU 1 on two cores), started fresh for each level and
+//! torn down after it, so the CPU per query of each is utime + stime of one process over the
+//! window, counted the same way for all. After each relay's timed window a separate window on
+//! the same process and connections counts its syscalls ([`super::overhead_cost`]), so the
+//! counter never slows the timed one; `--cost-counts` adds instructions per query under
+//! callgrind after the rounds. `--overhead-rounds` repeats the whole sequence; ratios are only
+//! ever taken within a round.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use async_trait::async_trait;
-use mysql_async::prelude::Queryable;
 
+use super::overhead_cost::{self, Tools};
 use super::run::{Experiment, Plan, Run};
+use crate::analysis::relay_cost::{self, CLIENTS};
 use crate::measure::conns::ConnCache;
 use crate::measure::level::{Mode, Target};
+use crate::measure::monitor::kill_running_queries;
 use crate::settings::Settings;
-use crate::targets::in_process::InProcessProxy;
-use crate::targets::relay_floor::RelayFloor;
+use crate::targets::relays::{self, Launch, Relay};
 
-/// Client counts measured.
-const CLIENTS: [usize; 2] = [1, 64];
+/// Starting a relay process, its clients' logins through it, the syscall counter's start
+/// and stop, tearing it down.
+const RELAY_LEVEL_SETUP: Duration = Duration::from_millis(1500);
 
 /// The overhead experiment.
 pub struct Overhead;
@@ -29,140 +39,156 @@ impl Experiment for Overhead {
     }
 
     fn plan(&self, s: &Settings, _: Duration) -> Plan {
-        // Direct and the relay, then sluice and sluice over the socket, at each client count.
-        Plan::levels(2 * CLIENTS.len(), s).then(Plan::sluice_levels(2 * CLIENTS.len(), s))
+        let per_round = CLIENTS.len();
+        let n = per_round * s.overhead_rounds;
+        Plan::levels(n, s)
+            .then(Plan::each(
+                n * Relay::ALL.len(),
+                s.warmup + s.window,
+                RELAY_LEVEL_SETUP,
+            ))
+            .then(overhead_cost::plan(s, n * Relay::ALL.len()))
     }
 
     async fn run(&self, run: &mut Run<'_>) -> Result<()> {
-        let backend_addr = run.backend_addr()?;
-        let direct = run.ctx(&run.server_url, None)?;
-        // With a local server, sluice also reaches it over its Unix socket (one TCP leg fewer).
-        let unix_backend = local_socket(&mut run.monitor)
-            .await
-            .map(|p| format!("unix:{p}"));
-        // [direct, bare relay, sluice, sluice over the socket] p50 at 1 client, and
-        // relay / sluice / sluice-over-socket CPU per query at 64.
-        let mut p50 = [None; 4];
-        let mut cpu64 = [None, None, None];
-        for clients in CLIENTS {
-            let spec = run.spec("overhead", Target::Direct, Mode::Direct, clients);
-            run.measure(
-                &direct,
-                spec,
-                format!("SELECT 1: {clients} clients, direct"),
-            )
-            .await?;
-            run.cache.close().await;
-            let direct_p50 = run.report.rows.last().map(|r| r.p50_ms).unwrap_or(0.0);
-
-            let floor = RelayFloor::start(&backend_addr, &run.s.loadgen_cpus).await?;
-            let url = run
-                .server_url
-                .replacen(&backend_addr, &floor.addr().to_string(), 1);
-            let via_floor = run.ctx(&url, None)?;
-            let spec = run.spec("overhead", Target::Relay, Mode::Direct, clients);
-            let mut cache = ConnCache::default();
-            let r = run
-                .measure_with(
-                    &via_floor,
-                    spec,
-                    format!("SELECT 1: {clients} clients, bare TCP relay"),
-                    &mut cache,
-                )
-                .await;
-            cache.close().await;
-            drop(floor);
-            r?;
-            let floor_row = run.report.rows.last();
-            let floor_p50 = floor_row.map(|r| r.p50_ms).unwrap_or(0.0);
-            let floor_cpu = floor_row.and_then(|r| r.proxy_cpu_us_per_query);
-
-            let mut sluice = [None, None];
-            let backends = [Some(backend_addr.clone()), unix_backend.clone()];
-            for (i, backend) in backends.iter().enumerate() {
-                let Some(backend) = backend else { continue };
-                let (target, label) = match i {
-                    0 => (Target::Proxy, "sluice"),
-                    _ => (Target::ProxyUnix, "sluice, backend on the Unix socket"),
-                };
-                sluice[i] = Some(overhead_sluice(run, backend, clients, target, label).await?);
-            }
-            if clients == 1 {
-                p50 = [
-                    Some(direct_p50),
-                    Some(floor_p50),
-                    sluice[0].map(|r| r.0),
-                    sluice[1].map(|r| r.0),
-                ];
-            } else {
-                cpu64 = [
-                    floor_cpu,
-                    sluice[0].and_then(|r| r.1),
-                    sluice[1].and_then(|r| r.1),
-                ];
+        let tools = Tools::find(run)?;
+        for round in 1..=run.s.overhead_rounds {
+            for clients in CLIENTS {
+                direct_level(run, clients, round).await?;
+                for relay in Relay::ALL {
+                    if tools.bins.missing(relay).is_none() {
+                        relay_level(run, &tools, relay, clients, round).await?;
+                    }
+                }
             }
         }
-        let minus = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a - b);
-        let meta = [
-            ("overhead_direct_p50_ms_1_client", p50[0]),
-            ("overhead_relay_p50_ms_1_client", p50[1]),
-            ("overhead_sluice_p50_ms_1_client", p50[2]),
-            ("overhead_added_p50_ms_1_client", minus(p50[2], p50[0])),
-            (
-                "overhead_relay_added_p50_ms_1_client",
-                minus(p50[1], p50[0]),
-            ),
-            (
-                "overhead_sluice_over_relay_p50_ms_1_client",
-                minus(p50[2], p50[1]),
-            ),
-            ("overhead_sluice_unix_p50_ms_1_client", p50[3]),
-            (
-                "overhead_sluice_unix_added_p50_ms_1_client",
-                minus(p50[3], p50[0]),
-            ),
-            ("overhead_relay_cpu_us_per_query_64_clients", cpu64[0]),
-            ("overhead_sluice_cpu_us_per_query_64_clients", cpu64[1]),
-            (
-                "overhead_sluice_over_relay_cpu_us_per_query_64_clients",
-                minus(cpu64[1], cpu64[0]),
-            ),
-            ("overhead_sluice_unix_cpu_us_per_query_64_clients", cpu64[2]),
-        ];
-        for (key, value) in meta {
-            if let Some(v) = value {
-                run.report.meta(key, format!("{v:.4}"));
-            }
+        if run.s.cost_counts {
+            overhead_cost::instructions(run, &tools).await?;
+        }
+        let rows = run.report.rows_of("overhead");
+        for (k, v) in relay_cost::meta(&rows) {
+            run.report.meta(&k, v);
         }
         Ok(())
     }
 }
 
-/// One overhead row through an in-process sluice at `backend` with P = clients (no pool
-/// queueing, so the difference from direct is the relay alone). Returns p50 (ms) and
-/// sluice's CPU per query (µs).
-async fn overhead_sluice(
-    run: &mut Run<'_>,
-    backend: &str,
-    clients: usize,
-    target: Target,
-    label: &str,
-) -> Result<(f64, Option<f64>)> {
-    let proxy = InProcessProxy::start(backend, clients, &run.s.loadgen_cpus).await?;
-    let mut spec = run.spec("overhead", target, Mode::Direct, clients);
-    spec.proxy_pool = Some(clients);
-    spec.pool_mode = Some("fixed");
-    let label = format!("SELECT 1: {clients} clients, {label}");
-    run.measure_via(proxy, None, spec, label).await?;
-    let last = run.report.rows.last();
-    Ok((
-        last.map(|r| r.p50_ms).unwrap_or(0.0),
-        last.and_then(|r| r.proxy_cpu_us_per_query),
-    ))
+/// One direct level: the baseline the relays' added latency is measured from.
+async fn direct_level(run: &mut Run<'_>, clients: usize, round: usize) -> Result<()> {
+    let direct = run.ctx(&run.server_url, None)?;
+    let mut spec = run.spec("overhead", Target::Direct, Mode::Direct, clients);
+    spec.server_pid = run.server_pid;
+    spec.round = Some(round);
+    let label = format!(
+        "SELECT 1: {clients} clients, direct{}",
+        round_suffix(run, round)
+    );
+    run.measure(&direct, spec, label).await?;
+    run.cache.close().await;
+    Ok(())
 }
 
-/// The server's Unix socket, when it has one this process can reach (a local server).
-async fn local_socket(monitor: &mut mysql_async::Conn) -> Option<String> {
-    let path: Option<String> = monitor.query_first("SELECT @@socket").await.ok().flatten();
-    path.filter(|p| std::path::Path::new(p).exists())
+/// One level through a fresh `relay` process: the timed window, then its syscalls counted
+/// in a window of their own on the same process and connections.
+async fn relay_level(
+    run: &mut Run<'_>,
+    tools: &Tools,
+    relay: Relay,
+    clients: usize,
+    round: usize,
+) -> Result<()> {
+    let backend = run.backend_addr()?;
+    let launch = Launch {
+        backend: &backend,
+        max_clients: clients,
+        cpus: &run.s.loadgen_cpus,
+        dir: tools.dir.path(),
+        under: None,
+    };
+    let process = relays::start(relay, &tools.bins, &launch).await?;
+    run.report.meta(
+        &format!("overhead_{}_cpus", relay.key()),
+        process.cpus_allowed(),
+    );
+    let url = run
+        .server_url
+        .replacen(&backend, &process.addr.to_string(), 1);
+    let ctx = run.ctx(&url, None)?;
+    let mut spec = run.spec(
+        "overhead",
+        Target::Process(relay.target()),
+        Mode::Direct,
+        clients,
+    );
+    spec.proxy_pool = relay.pool();
+    spec.pool_mode = relay.pool().map(|_| "fixed");
+    spec.relay_pid = Some(process.pid);
+    spec.server_pid = run.server_pid;
+    spec.round = Some(round);
+    let label = format!(
+        "SELECT 1: {clients} clients, {}{}",
+        relay.label(),
+        round_suffix(run, round)
+    );
+    let started = Instant::now();
+    let mut cache = ConnCache::default();
+    let measured = run.measure_row(&ctx, &spec, &label, &mut cache).await;
+    let counted = match (&measured, &tools.counter) {
+        (Ok(_), Ok(counter)) => Some(
+            overhead_cost::syscall_window(
+                run,
+                &ctx,
+                &spec,
+                &mut cache,
+                counter,
+                &process,
+                tools.dir.path(),
+            )
+            .await,
+        ),
+        _ => None,
+    };
+    cache.close().await;
+    drop(process);
+    kill_running_queries(&mut run.monitor).await;
+    let mut row = measured?;
+    let mut line = None;
+    match counted {
+        Some(Ok(window)) => {
+            row.syscalls_per_query = window.per_query();
+            row.syscall_window_qps = Some(window.qps());
+            let counter = tools.counter.as_ref().map(|c| c.name()).unwrap_or("");
+            line = Some(format!(
+                "  syscalls: {:.2} per query ({counter}; {:.0} QPS while counting, {:.2}x the timed window)",
+                row.syscalls_per_query.unwrap_or(0.0),
+                window.qps(),
+                window.qps() / row.qps.max(1e-9)
+            ));
+            run.report.syscalls.extend(window.rows(&row, counter));
+            run.report.write_syscalls()?;
+        }
+        Some(Err(e)) => {
+            let note = format!(
+                "overhead: counting {}'s syscalls at {clients} clients failed: {e:#}",
+                relay.label()
+            );
+            line = Some(note.clone());
+            run.report.notes.push(note);
+        }
+        None => {}
+    }
+    run.record(&label, row, started)?;
+    if let Some(line) = line {
+        run.progress.log(line);
+    }
+    Ok(())
+}
+
+/// ` (round 2)` when there are several rounds.
+fn round_suffix(run: &Run<'_>, round: usize) -> String {
+    if run.s.overhead_rounds > 1 {
+        format!(" (round {round})")
+    } else {
+        String::new()
+    }
 }

@@ -151,6 +151,9 @@ impl Run<'_> {
             open_stream: None,
             pool_mode: None,
             max_queue_wait_ms: None,
+            relay_pid: None,
+            server_pid: None,
+            round: None,
         }
     }
 
@@ -216,6 +219,12 @@ impl Run<'_> {
     ) -> Result<()> {
         let started = Instant::now();
         let row = self.measure_row(ctx, &spec, &label, cache).await?;
+        self.record(&label, row, started)
+    }
+
+    /// Logs a measured level's line (`started` is when its measurement began) and records
+    /// its row.
+    pub fn record(&mut self, label: &str, row: LevelResult, started: Instant) -> Result<()> {
         self.progress.log(format!(
             "{label:<28} {:>7.0} QPS  p50 {:>8.2} ms  p99 {:>8.2} ms  served {}/{}  inflight {}  errors {}  ({:.1} s)",
             row.qps, row.p50_ms, row.p99_ms, row.clients_served, row.clients, row.inflight_at_close, row.errors,

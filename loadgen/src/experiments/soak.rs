@@ -22,7 +22,7 @@ use crate::measure::level::{run_level, Mode, Target};
 use crate::measure::timeline::SoakSample;
 use crate::progress::Progress;
 use crate::settings::Settings;
-use crate::targets::sluice_child::{metric_sum, proc_fds, proc_rss_mib, SluiceChild};
+use crate::targets::sluice_child::{metric_sum, proc_fds, proc_rss_mib, sluice_bin, SluiceChild};
 
 /// Idle clients held open for the whole run.
 pub const IDLE_CLIENTS: usize = 10_000;
@@ -91,7 +91,8 @@ async fn soak(run: &mut Run<'_>, minutes: u32) -> Result<()> {
     }
     let backend = run.backend_addr()?;
     let max_clients = IDLE_CLIENTS + ACTIVE_CLIENTS + 500;
-    let sluice = SluiceChild::start(&backend, plan.pool, max_clients, &run.report.dir).await?;
+    let bin = sluice_bin(run.s.sluice_bin.as_deref())?;
+    let sluice = SluiceChild::start(bin, &backend, plan.pool, max_clients, &run.report.dir).await?;
     run.report.meta("soak_minutes", plan.minutes);
     run.report.meta("soak_idle_clients", IDLE_CLIENTS);
     run.report.meta("soak_active_clients", ACTIVE_CLIENTS);

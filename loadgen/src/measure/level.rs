@@ -17,7 +17,7 @@ use tokio::time::sleep_until;
 use super::client::{self, client_task, Arrivals, ClientOutcome, Clock, LevelCtx, Pace};
 use super::conns::ConnCache;
 use super::monitor::{kill_running_queries, server_threads};
-use super::resources::{rss_mib, CpuSample};
+use super::resources::{pid_cpu_ns, rss_mib, CpuSample};
 use super::stats;
 
 /// How clients reach the server.
@@ -50,10 +50,8 @@ pub enum Target {
     Pool,
     /// sluice (in-process or at `--proxy-url`), its backend over TCP.
     Proxy,
-    /// An in-process sluice whose backend is the server's Unix socket (overhead).
-    ProxyUnix,
-    /// The bare TCP relay, the floor of any proxy's cost (overhead).
-    Relay,
+    /// A relay process of the overhead experiment (`relay`, `haproxy`, `sluice`).
+    Process(&'static str),
     /// Experiment S: directly or through sluice, as SQL text or as prepared statements,
     /// with or without per-client session state.
     Session {
@@ -73,8 +71,7 @@ impl Target {
             Target::Direct => "direct",
             Target::Pool => "pool",
             Target::Proxy => "proxy",
-            Target::ProxyUnix => "proxy-unix",
-            Target::Relay => "relay",
+            Target::Process(name) => name,
             Target::Session {
                 sluice,
                 prepared,
@@ -92,12 +89,12 @@ impl Target {
         }
     }
 
-    /// Whether the load passes a relay that runs in this process (sluice or the bare relay),
-    /// whose CPU per query the row reports.
+    /// Whether the load passes a sluice that runs in this process, whose threads' CPU per
+    /// query the row reports (a relay process's CPU is `cpu_us_per_query`).
     pub fn relayed(self) -> bool {
         match self {
-            Target::Direct | Target::Pool => false,
-            Target::Proxy | Target::ProxyUnix | Target::Relay => true,
+            Target::Direct | Target::Pool | Target::Process(_) => false,
+            Target::Proxy => true,
             Target::Session { sluice, .. } => sluice,
         }
     }
@@ -133,6 +130,12 @@ pub struct LevelSpec {
     pub pool_mode: Option<&'static str>,
     /// sluice's `max_queue_wait` in force, ms (experiment F).
     pub max_queue_wait_ms: Option<f64>,
+    /// Overhead: the relay process whose CPU the row reports per query.
+    pub relay_pid: Option<u32>,
+    /// Overhead: the local server's process, whose CPU the row reports per query.
+    pub server_pid: Option<u32>,
+    /// Overhead: the round (1, 2, ...).
+    pub round: Option<usize>,
 }
 
 /// One CSV row: every metric of one level. Column meanings are in `results/README.md`.
@@ -202,6 +205,20 @@ pub struct LevelResult {
     /// Standard error of `qps`, from the QPS of about one-second slices of the window (the
     /// noise the recommendation compares pool sizes with). Empty in CSVs from before it.
     pub qps_se: Option<f64>,
+    /// Overhead: CPU (utime + stime from /proc/<pid>/stat) of the relay process over the
+    /// window, per answered query, µs.
+    pub cpu_us_per_query: Option<f64>,
+    /// Overhead: the local server's process CPU over the window, per answered query, µs.
+    pub server_cpu_us_per_query: Option<f64>,
+    /// Overhead: the relay's syscalls per query, counted in a separate window.
+    pub syscalls_per_query: Option<f64>,
+    /// Overhead: QPS while the syscalls were counted (against `qps`: the counter's cost).
+    pub syscall_window_qps: Option<f64>,
+    /// Overhead (`--cost-counts`): the relay's user-space instructions per query under
+    /// callgrind, idle cost subtracted (round 1's rows).
+    pub instructions_per_query: Option<f64>,
+    /// Overhead: the round.
+    pub round: Option<usize>,
 }
 
 /// Runs one level. `monitor` is a direct server connection opened before any load;
@@ -279,6 +296,9 @@ async fn spawn(ctx: &Arc<LevelCtx>, spec: &LevelSpec, cache: &mut ConnCache) -> 
 struct Window {
     /// `(loadgen ns, in-process proxy ns)` of CPU over the window.
     cpu_ns: (u64, u64),
+    /// CPU of the relay process and of the server over the window, ns.
+    relay_cpu_ns: Option<u64>,
+    server_cpu_ns: Option<u64>,
     threads_connected: Option<u64>,
     threads_running: Option<u64>,
     rss_mib: f64,
@@ -288,12 +308,16 @@ struct Window {
 /// memory at the close; then cancels our statements still running on the server.
 async fn measure(run: &Running, spec: &LevelSpec, knee: bool, monitor: &mut Conn) -> Window {
     let clock = &run.clock;
+    let others = |pid: Option<u32>| pid.and_then(pid_cpu_ns);
     sleep_until(clock.t0.into()).await;
     let cpu_start = CpuSample::now();
+    let (relay0, server0) = (others(spec.relay_pid), others(spec.server_pid));
     sleep_until((clock.t0 + spec.window / 2).into()).await;
     let (threads_connected, threads_running) = server_threads(monitor).await;
     sleep_until(clock.t1.into()).await;
     let cpu_end = CpuSample::now();
+    let (relay1, server1) = (others(spec.relay_pid), others(spec.server_pid));
+    let spent = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| b.saturating_sub(a));
     let (rss_mib, _) = rss_mib();
     // Everything still running is already accounted for (at its age now); cancel it so the
     // drain takes milliseconds instead of the server's whole backlog.
@@ -302,6 +326,8 @@ async fn measure(run: &Running, spec: &LevelSpec, knee: bool, monitor: &mut Conn
     }
     Window {
         cpu_ns: cpu_end.since(&cpu_start),
+        relay_cpu_ns: spent(relay0, relay1),
+        server_cpu_ns: spent(server0, server1),
         threads_connected,
         threads_running,
         rss_mib,
@@ -464,5 +490,11 @@ fn row(ctx: &LevelCtx, spec: &LevelSpec, t: &Totals, w: &Window) -> LevelResult 
         threads_running_mean: None,
         limit_mean: None,
         qps_se: Some(stats::qps_se(&t.slices, window_s)),
+        cpu_us_per_query: w.relay_cpu_ns.map(per_query_us),
+        server_cpu_us_per_query: w.server_cpu_ns.map(per_query_us),
+        syscalls_per_query: None,
+        syscall_window_qps: None,
+        instructions_per_query: None,
+        round: spec.round,
     }
 }

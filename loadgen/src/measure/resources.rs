@@ -1,5 +1,6 @@
 //! What loadgen (and an in-process sluice) cost: CPU time and resident memory, read from
-//! `getrusage` and `/proc`, so the report can show loadgen was not the bottleneck.
+//! `getrusage` and `/proc`, so the report can show loadgen was not the bottleneck; and the
+//! CPU of another process (a relay, the server) from `/proc/<pid>/stat`.
 
 /// Thread-name prefix of the in-process sluice runtime; its CPU is reported separately.
 pub const PROXY_THREAD_PREFIX: &str = "sluice-";
@@ -64,6 +65,30 @@ pub fn threads_cpu_ns(prefix: &str) -> u64 {
     total
 }
 
+/// CPU (user + system) process `pid` has used so far, every thread (exited ones too), in
+/// nanoseconds. The kernel reports it in clock ticks (10 ms at the usual 100 Hz), so a
+/// difference over a window is good to two ticks.
+pub fn pid_cpu_ns(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let ticks = stat_cpu_ticks(&stat)?;
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
+    Some(ticks * (1_000_000_000 / hz))
+}
+
+/// `utime + stime` (fields 14 and 15) of a `/proc/<pid>/stat` line. Field 2, the command
+/// name, is in parentheses and may itself hold spaces and parentheses, so the fields are
+/// counted from the last `)`.
+pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (the state).
+    let utime: u64 = fields.get(14 - 3)?.parse().ok()?;
+    let stime: u64 = fields.get(15 - 3)?.parse().ok()?;
+    Some(utime + stime)
+}
+
 /// Resident set size now and its peak, in MiB (`VmRSS`, `VmHWM`).
 pub fn rss_mib() -> (f64, f64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -97,5 +122,19 @@ mod tests {
         assert_eq!(proxy, 0);
         let (rss, peak) = rss_mib();
         assert!(rss > 0.0 && peak >= rss);
+        assert!(pid_cpu_ns(std::process::id()).is_some_and(|ns| ns > 0));
+        assert_eq!(pid_cpu_ns(u32::MAX), None);
+    }
+
+    #[test]
+    fn proc_stat_cpu_is_utime_plus_stime_after_the_command_name() {
+        // A real line from HAProxy, then a command name with spaces and a parenthesis.
+        let haproxy = "27581 (haproxy) S 1 27580 27580 0 -1 4194560 1520 0 0 0 5361 9812 0 0 20 0 2 0 \
+                       1043178 51908608 4011 18446744073709551615 1 1 0 0 0 0 0 4096 16386 0 0 0 17 1 0 0 0 0 0";
+        assert_eq!(stat_cpu_ticks(haproxy), Some(5361 + 9812));
+        let odd = "7 (a b) c) R 1 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 5 0 0";
+        assert_eq!(stat_cpu_ticks(odd), Some(7));
+        assert_eq!(stat_cpu_ticks("7 (short) R 1"), None);
+        assert_eq!(stat_cpu_ticks("no parenthesis"), None);
     }
 }

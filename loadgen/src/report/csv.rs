@@ -1,5 +1,6 @@
 //! The run folder's CSV files: one per experiment (rewritten after every level, so an
-//! interrupted run keeps what it measured), E's timeline and `run_metadata.csv`.
+//! interrupted run keeps what it measured), E's timeline, the overhead experiment's syscalls
+//! and `run_metadata.csv`.
 
 use std::path::Path;
 
@@ -29,6 +30,8 @@ pub const METADATA: &str = "run_metadata.csv";
 pub const TIMELINE: &str = "expE_timeline.csv";
 /// The soak's minutes.
 pub const SOAK: &str = "soak.csv";
+/// The overhead experiment's syscalls, one by one.
+pub const SYSCALLS: &str = "overhead_syscalls.csv";
 /// Metadata keys holding the summary's notes: `note_1`, `note_2`, ...
 pub const NOTE_PREFIX: &str = "note_";
 
@@ -49,11 +52,17 @@ pub fn write_rows(dir: &Path, experiment: &str, rows: &[&LevelResult]) -> Result
 
 /// Rewrites `expE_timeline.csv` (nothing when there are no samples).
 pub fn write_timeline(dir: &Path, timeline: &[TimelineRow]) -> Result<()> {
-    if timeline.is_empty() {
+    write_all(&dir.join(TIMELINE), timeline)
+}
+
+/// Rewrites `path` with `rows` (nothing when there are none).
+pub fn write_all<T: serde::Serialize>(path: &Path, rows: &[T]) -> Result<()> {
+    if rows.is_empty() {
         return Ok(());
     }
-    let mut w = csv::Writer::from_path(dir.join(TIMELINE))?;
-    for row in timeline {
+    let mut w =
+        csv::Writer::from_path(path).with_context(|| format!("writing {}", path.display()))?;
+    for row in rows {
         w.serialize(row)?;
     }
     w.flush()?;

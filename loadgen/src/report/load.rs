@@ -1,11 +1,11 @@
-//! Reading a run folder back (`loadgen report`): its CSVs, metadata, notes, calibration and
-//! E's timeline, into the [`Report`] the run held when it wrote them.
+//! Reading a run folder back (`loadgen report`): its CSVs, metadata, notes, calibration, E's
+//! timeline and the overhead syscalls, into the [`Report`] the run held when it wrote them.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::csv::{FILES, METADATA, NOTE_PREFIX, SOAK, TIMELINE};
+use super::csv::{FILES, METADATA, NOTE_PREFIX, SOAK, SYSCALLS, TIMELINE};
 use super::results::Report;
 use crate::analysis::soak::Verdict;
 use crate::measure::calibration::Calibration;
@@ -50,6 +50,10 @@ pub fn load(dir: &Path) -> Result<Report> {
     let timeline = dir.join(TIMELINE);
     if timeline.exists() {
         report.timeline = read_all(&timeline)?;
+    }
+    let syscalls = dir.join(SYSCALLS);
+    if syscalls.exists() {
+        report.syscalls = read_all(&syscalls)?;
     }
     let soak = dir.join(SOAK);
     if soak.exists() {

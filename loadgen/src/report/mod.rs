@@ -1,11 +1,13 @@
 //! Everything written to the run folder: the CSVs ([`csv`]), `summary.txt` ([`summary`]),
-//! `run_metadata.csv` with its headline numbers ([`headline`]), and the SVG plots ([`plots`]),
-//! all from the run's [`results::Report`].
+//! `run_metadata.csv` with its headline numbers ([`headline`]), and the SVG plots ([`plots`],
+//! [`relay_plot`], sharing [`chart`]), all from the run's [`results::Report`].
 
+pub mod chart;
 pub mod csv;
 pub mod headline;
 pub mod load;
 pub mod plots;
+pub mod relay_plot;
 pub mod results;
 pub mod summary;
 

@@ -2,25 +2,14 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use plotters::prelude::*;
 
+use super::chart::{err, legend, COLORS, SIZE};
+use super::relay_plot;
 use super::results::Report;
 use crate::measure::level::LevelResult;
 use crate::measure::timeline::{SoakSample, TimelineRow};
-
-const SIZE: (u32, u32) = (900, 540);
-const COLORS: [RGBColor; 5] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-];
-
-fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
-    anyhow!("drawing a plot: {e:?}")
-}
 
 /// Draws every plot the report has data for; returns the files written.
 pub fn draw_all(rep: &Report) -> Result<Vec<String>> {
@@ -69,6 +58,9 @@ pub fn draw_all(rep: &Report) -> Result<Vec<String>> {
     if !rep.soak.is_empty() {
         soak(&rep.dir.join("soak.svg"), &rep.soak)?;
         written.push("soak.svg".into());
+    }
+    if relay_plot::draw(&rep.dir, &rep.rows_of("overhead"))? {
+        written.push(relay_plot::FILE.into());
     }
     let auto: Vec<&TimelineRow> = rep.timeline.iter().filter(|s| s.config == "auto").collect();
     if !auto.is_empty() {
@@ -326,13 +318,7 @@ fn p99(path: &Path, rows: &[&LevelResult]) -> Result<()> {
             .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .border_style(BLACK)
-        .background_style(WHITE)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present().map_err(err)
 }
 
@@ -404,13 +390,7 @@ fn pool_vs_direct(path: &Path, bars: &[(String, &LevelResult)]) -> Result<()> {
         .map_err(err)?
         .label("p99 counting in-flight at close")
         .legend(|(x, y)| Cross::new((x + 7, y), 5, BLACK.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
 
     let mut served = ChartBuilder::on(&bottom)
         .caption(
@@ -519,13 +499,7 @@ fn open_loop(path: &Path, rows: &[&LevelResult]) -> Result<()> {
             .label(format!("{name}: p50"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .border_style(BLACK)
-        .background_style(WHITE)
-        .draw()
-        .map_err(err)?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present().map_err(err)
 }
 

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use super::csv;
 use crate::measure::calibration::Calibration;
 use crate::measure::level::LevelResult;
+use crate::measure::syscalls::SyscallRow;
 use crate::measure::timeline::{SoakSample, TimelineRow};
 
 /// The results of one run, and the folder they go to.
@@ -27,6 +28,8 @@ pub struct Report {
     pub timeline: Vec<TimelineRow>,
     /// The soak's minutes.
     pub soak: Vec<SoakSample>,
+    /// The overhead experiment's syscalls, one by one.
+    pub syscalls: Vec<SyscallRow>,
 }
 
 impl Report {
@@ -78,6 +81,16 @@ impl Report {
         let experiment = row.experiment.clone();
         self.rows.push(row);
         csv::write_rows(&self.dir, &experiment, &self.rows_of(&experiment))
+    }
+
+    /// Rewrites the CSV of `experiment` (after its rows were amended).
+    pub fn rewrite(&self, experiment: &str) -> Result<()> {
+        csv::write_rows(&self.dir, experiment, &self.rows_of(experiment))
+    }
+
+    /// Rewrites `overhead_syscalls.csv`.
+    pub fn write_syscalls(&self) -> Result<()> {
+        csv::write_all(&self.dir.join(csv::SYSCALLS), &self.syscalls)
     }
 
     /// Rewrites `expE_timeline.csv`.

@@ -1,13 +1,16 @@
-//! The release `sluice` binary as a child process (the soak): started on free loopback ports,
-//! its memory and descriptors read from `/proc/<pid>`, its `/metrics` scraped, stopped with
-//! SIGTERM.
+//! The release `sluice` binary as a child process: the soak's ([`SluiceChild`]: started on
+//! free loopback ports, its memory and descriptors read from `/proc/<pid>`, its `/metrics`
+//! scraped, stopped with SIGTERM), and the overhead experiment's ([`command`], run as a
+//! [`super::process::RelayProcess`]).
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::process::free_addr;
 
 /// The release `sluice` binary running as a child process.
 pub struct SluiceChild {
@@ -21,26 +24,20 @@ pub struct SluiceChild {
 }
 
 impl SluiceChild {
-    /// Starts it in front of `backend` with `pool` slots, room for `max_clients` clients,
-    /// logging to `dir/sluice.log`.
+    /// Starts `bin` in front of `backend` with `pool` slots, room for `max_clients`
+    /// clients, logging to `dir/sluice.log`.
     pub async fn start(
+        bin: PathBuf,
         backend: &str,
         pool: usize,
         max_clients: usize,
         dir: &Path,
     ) -> Result<SluiceChild> {
-        let bin = sluice_bin()?;
         let (listen, metrics) = (free_addr()?, free_addr()?);
         let log = std::fs::File::create(dir.join("sluice.log"))?;
-        let child = tokio::process::Command::new(&bin)
-            .args(["--listen", &listen.to_string()])
-            .args(["--backend", backend])
-            .args(["--user", "bench:bench"])
-            .args(["--pool-size", &pool.to_string()])
-            .args(["--max-backend-connections", &(pool * 2).to_string()])
-            .args(["--max-client-connections", &max_clients.to_string()])
-            .args(["--metrics-listen", &metrics.to_string()])
-            .env("RUST_LOG", "warn")
+        let mut cmd = command(&bin, listen, backend, pool, max_clients);
+        cmd.args(["--metrics-listen", &metrics.to_string()]);
+        let child = tokio::process::Command::from(cmd)
             .stdout(std::process::Stdio::null())
             .stderr(log)
             .kill_on_drop(true)
@@ -97,24 +94,41 @@ impl SluiceChild {
     }
 }
 
-/// `SLUICE_BIN`, else `sluice` next to this executable (`just soak` builds both).
-fn sluice_bin() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("SLUICE_BIN") {
-        return Ok(PathBuf::from(p));
-    }
-    let me = std::env::current_exe()?;
-    let bin = me.with_file_name("sluice");
-    if !bin.exists() {
+/// The command that runs `bin` on `listen` in front of `backend` (the bench user, `pool`
+/// slots, twice that in backend connections, room for `max_clients` clients, warnings only
+/// in its log).
+pub fn command(
+    bin: &Path,
+    listen: SocketAddr,
+    backend: &str,
+    pool: usize,
+    max_clients: usize,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(["--listen", &listen.to_string()])
+        .args(["--backend", backend])
+        .args(["--user", "bench:bench"])
+        .args(["--pool-size", &pool.to_string()])
+        .args(["--max-backend-connections", &(pool * 2).to_string()])
+        .args(["--max-client-connections", &max_clients.to_string()])
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
+/// `explicit` (`--sluice-bin` / `SLUICE_BIN`), else `sluice` next to this executable
+/// (`just soak`, `just overhead` and `just bench-all` build both).
+pub fn sluice_bin(explicit: Option<&Path>) -> Result<PathBuf> {
+    let bin = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe()?.with_file_name("sluice"),
+    };
+    if !bin.is_file() {
         bail!(
-            "no sluice binary at {}; build it with `cargo build --release -p sluice` or set SLUICE_BIN",
+            "no sluice binary at {}; build it with `cargo build --release -p sluice` or pass --sluice-bin",
             bin.display()
         );
     }
     Ok(bin)
-}
-
-fn free_addr() -> Result<SocketAddr> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }
 
 /// `VmRSS` of `pid` in MiB.

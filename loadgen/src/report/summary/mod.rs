@@ -9,6 +9,7 @@ pub mod fairness;
 pub mod header;
 pub mod idle;
 pub mod open_loop;
+pub mod overhead;
 pub mod pool;
 pub mod proxy;
 pub mod recommendation;
@@ -25,6 +26,7 @@ pub fn render(rep: &Report) -> String {
     pool::pool(&mut out, rep);
     open_loop::open_loop(&mut out, rep);
     proxy::proxy(&mut out, rep);
+    overhead::overhead(&mut out, rep);
     sessions::sessions(&mut out, rep);
     idle::idle(&mut out, rep);
     adaptive::adaptive(&mut out, rep);

@@ -1,0 +1,395 @@
+//! Issue 17's goal, from the overhead rows of one run: at 64 clients sluice's CPU per
+//! relayed query at most 0.8 x HAProxy's and its QPS at least HAProxy's, at P=4 and at P=64;
+//! at 1 client its added p50 over direct no worse than HAProxy's. Every comparison is within
+//! one round (the targets measured one after the other), never across runs.
+
+use crate::measure::level::LevelResult;
+
+/// The client count the CPU and QPS goals are judged at.
+pub const MANY: usize = 64;
+/// The client count the latency goal is judged at.
+pub const ONE: usize = 1;
+/// The client counts the overhead experiment measures.
+pub const CLIENTS: [usize; 2] = [ONE, MANY];
+/// sluice's CPU per query may be at most this times HAProxy's.
+pub const CPU_RATIO_GOAL: f64 = 0.8;
+/// sluice's QPS must be at least this times HAProxy's.
+pub const QPS_RATIO_GOAL: f64 = 1.0;
+
+/// What a goal compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GoalKind {
+    /// sluice's CPU per query over HAProxy's, at [`MANY`] clients.
+    CpuRatio,
+    /// sluice's QPS over HAProxy's, at [`MANY`] clients.
+    QpsRatio,
+    /// sluice's added p50 over direct against HAProxy's, at [`ONE`] client (ms).
+    AddedP50,
+}
+
+/// One goal judged for one sluice pool size in one round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Goal {
+    pub kind: GoalKind,
+    pub round: usize,
+    /// sluice's pool size.
+    pub pool: usize,
+    /// The ratio, or sluice's added p50 (ms).
+    pub value: f64,
+    /// The bound: 0.8, 1.0, or HAProxy's added p50 (ms).
+    pub bound: f64,
+    pub met: bool,
+}
+
+impl Goal {
+    /// The metadata key (without a round suffix).
+    pub fn key(&self) -> String {
+        let p = self.pool;
+        match self.kind {
+            GoalKind::CpuRatio => {
+                format!("overhead_cpu_ratio_sluice_p{p}_over_haproxy_{MANY}_clients")
+            }
+            GoalKind::QpsRatio => {
+                format!("overhead_qps_ratio_sluice_p{p}_over_haproxy_{MANY}_clients")
+            }
+            GoalKind::AddedP50 => {
+                format!("overhead_added_p50_ms_sluice_p{p}_minus_haproxy_{ONE}_client")
+            }
+        }
+    }
+
+    /// sluice's added p50 minus HAProxy's for the latency goal; the ratio otherwise (the
+    /// number the metadata keeps).
+    pub fn headline(&self) -> f64 {
+        match self.kind {
+            GoalKind::AddedP50 => self.value - self.bound,
+            _ => self.value,
+        }
+    }
+}
+
+/// A row's round (rows from before rounds existed are round 1).
+pub fn round_of(r: &LevelResult) -> usize {
+    r.round.unwrap_or(1)
+}
+
+/// The rounds present, in order.
+pub fn rounds(rows: &[&LevelResult]) -> Vec<usize> {
+    let mut v: Vec<usize> = rows.iter().map(|r| round_of(r)).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// A row's relay name: `direct`, `relay`, `haproxy`, `sluice_p4` (an in-process `proxy` row
+/// of an older run: `proxy`).
+pub fn key_of(r: &LevelResult) -> String {
+    match (r.target.as_str(), r.pool_size) {
+        ("sluice", Some(p)) => format!("sluice_p{p}"),
+        (t, _) => t.to_string(),
+    }
+}
+
+/// The row of `key` at `clients` in `round`.
+pub fn find<'a>(
+    rows: &[&'a LevelResult],
+    round: usize,
+    key: &str,
+    clients: usize,
+) -> Option<&'a LevelResult> {
+    rows.iter()
+        .copied()
+        .find(|r| round_of(r) == round && r.clients == clients && key_of(r) == key)
+}
+
+/// p50 over direct's at the same client count in the same round, ms.
+pub fn added_p50_ms(rows: &[&LevelResult], r: &LevelResult) -> Option<f64> {
+    let direct = find(rows, round_of(r), "direct", r.clients)?;
+    (r.target != "direct").then_some(r.p50_ms - direct.p50_ms)
+}
+
+/// sluice's pool sizes present, ascending.
+pub fn sluice_pools(rows: &[&LevelResult]) -> Vec<usize> {
+    let mut v: Vec<usize> = rows
+        .iter()
+        .filter(|r| r.target == "sluice")
+        .filter_map(|r| r.pool_size)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 && a.is_finite() => Some(a / b),
+        _ => None,
+    }
+}
+
+/// Every goal the rows can judge, round by round, for every sluice pool size.
+pub fn goals(rows: &[&LevelResult]) -> Vec<Goal> {
+    let mut out = Vec::new();
+    for round in rounds(rows) {
+        for pool in sluice_pools(rows) {
+            let sluice = format!("sluice_p{pool}");
+            let (s, h) = (
+                find(rows, round, &sluice, MANY),
+                find(rows, round, "haproxy", MANY),
+            );
+            let goal = |kind, value: Option<f64>, bound: f64, met: fn(f64, f64) -> bool| {
+                value.map(|value| Goal {
+                    kind,
+                    round,
+                    pool,
+                    value,
+                    bound,
+                    met: met(value, bound),
+                })
+            };
+            out.extend(goal(
+                GoalKind::CpuRatio,
+                ratio(
+                    s.and_then(|r| r.cpu_us_per_query),
+                    h.and_then(|r| r.cpu_us_per_query),
+                ),
+                CPU_RATIO_GOAL,
+                |v, b| v <= b,
+            ));
+            out.extend(goal(
+                GoalKind::QpsRatio,
+                ratio(s.map(|r| r.qps), h.map(|r| r.qps)),
+                QPS_RATIO_GOAL,
+                |v, b| v >= b,
+            ));
+            let (s1, h1) = (
+                find(rows, round, &sluice, ONE),
+                find(rows, round, "haproxy", ONE),
+            );
+            let added = |r: Option<&LevelResult>| r.and_then(|r| added_p50_ms(rows, r));
+            if let Some(bound) = added(h1) {
+                out.extend(goal(GoalKind::AddedP50, added(s1), bound, |v, b| v <= b));
+            }
+        }
+    }
+    out
+}
+
+/// The median of `values` (the mean of the middle two for an even count).
+pub fn median(values: &mut [f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    })
+}
+
+/// A per-query count of `key` at `clients` (`metric` picks it from a row), as the median over
+/// the rounds that measured it.
+pub fn median_of(
+    rows: &[&LevelResult],
+    key: &str,
+    clients: usize,
+    metric: fn(&LevelResult) -> Option<f64>,
+) -> Option<f64> {
+    let mut v: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.clients == clients && key_of(r) == key)
+        .filter_map(|r| metric(r))
+        .collect();
+    median(&mut v)
+}
+
+/// The metadata the goals and the per-target costs give: each goal's median over the rounds
+/// (and each round's value when there are several), then every relay's CPU, syscalls and
+/// instructions per query and its added p50 at 1 client.
+pub fn meta(rows: &[&LevelResult]) -> Vec<(String, String)> {
+    let goals = goals(rows);
+    let several = rounds(rows).len() > 1;
+    let mut out = Vec::new();
+    let mut keys: Vec<String> = goals.iter().map(Goal::key).collect();
+    keys.dedup();
+    for key in keys {
+        let mine: Vec<&Goal> = goals.iter().filter(|g| g.key() == key).collect();
+        let mut values: Vec<f64> = mine.iter().map(|g| g.headline()).collect();
+        if let Some(m) = median(&mut values) {
+            out.push((key.clone(), format!("{m:.4}")));
+        }
+        if several {
+            for g in mine {
+                out.push((
+                    format!("{key}_round{}", g.round),
+                    format!("{:.4}", g.headline()),
+                ));
+            }
+        }
+    }
+    let mut targets: Vec<String> = rows.iter().map(|r| key_of(r)).collect();
+    targets.sort();
+    targets.dedup();
+    type Metric = fn(&LevelResult) -> Option<f64>;
+    let metrics: [(&str, Metric); 4] = [
+        ("cpu_us_per_query", |r| r.cpu_us_per_query),
+        ("server_cpu_us_per_query", |r| r.server_cpu_us_per_query),
+        ("syscalls_per_query", |r| r.syscalls_per_query),
+        ("instructions_per_query", |r| r.instructions_per_query),
+    ];
+    for t in &targets {
+        for clients in [ONE, MANY] {
+            for (name, metric) in metrics {
+                if let Some(v) = median_of(rows, t, clients, metric) {
+                    out.push((
+                        format!("overhead_{t}_{name}_{clients}_clients"),
+                        format!("{v:.2}"),
+                    ));
+                }
+            }
+        }
+        let added = |r: &LevelResult| added_p50_ms(rows, r);
+        let mut v: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.clients == ONE && key_of(r) == *t)
+            .filter_map(|r| added(r))
+            .collect();
+        if let Some(m) = median(&mut v) {
+            out.push((
+                format!("overhead_{t}_added_p50_ms_1_client"),
+                format!("{m:.4}"),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 17's table: direct, HAProxy, sluice P=4 and P=64 (QPS; CPU µs per query at 64
+    /// clients), with p50s that give HAProxy +0.040 ms and sluice +0.035/+0.055 ms at 1 client.
+    fn issue17(round: usize) -> Vec<LevelResult> {
+        let row = |target: &str, pool: Option<usize>, clients, qps, p50_ms, cpu: Option<f64>| {
+            LevelResult {
+                experiment: "overhead".into(),
+                target: target.into(),
+                clients,
+                pool_size: pool,
+                qps,
+                p50_ms,
+                cpu_us_per_query: cpu,
+                round: Some(round),
+                ..LevelResult::default()
+            }
+        };
+        vec![
+            row("direct", None, 1, 21400.0, 0.045, None),
+            row("haproxy", None, 1, 10300.0, 0.085, Some(60.0)),
+            row("sluice", Some(4), 1, 11300.0, 0.080, Some(55.0)),
+            row("sluice", Some(64), 1, 9300.0, 0.100, Some(65.0)),
+            row("direct", None, 64, 28000.0, 2.2, None),
+            row("haproxy", None, 64, 14900.0, 4.2, Some(34.7)),
+            row("sluice", Some(4), 64, 12900.0, 4.9, Some(43.5)),
+            row("sluice", Some(64), 64, 15050.0, 4.2, Some(27.0)),
+        ]
+    }
+
+    #[test]
+    fn issue_17s_numbers_miss_the_cpu_goal_at_both_pool_sizes() {
+        let rows = issue17(1);
+        let refs: Vec<&LevelResult> = rows.iter().collect();
+        let g = goals(&refs);
+        assert_eq!(g.len(), 6, "{g:?}");
+        let get = |kind, pool| g.iter().find(|x| x.kind == kind && x.pool == pool).unwrap();
+        let cpu4 = get(GoalKind::CpuRatio, 4);
+        assert!(
+            (cpu4.value - 43.5 / 34.7).abs() < 1e-9 && !cpu4.met,
+            "{cpu4:?}"
+        );
+        let cpu64 = get(GoalKind::CpuRatio, 64);
+        assert!(
+            (cpu64.value - 27.0 / 34.7).abs() < 1e-9 && cpu64.met,
+            "{cpu64:?}"
+        );
+        assert!(!get(GoalKind::QpsRatio, 4).met);
+        assert!(get(GoalKind::QpsRatio, 64).met, "15,050 >= 14,900");
+        let p4 = get(GoalKind::AddedP50, 4);
+        assert!((p4.value - 0.035).abs() < 1e-9 && (p4.bound - 0.040).abs() < 1e-9 && p4.met);
+        assert!(!get(GoalKind::AddedP50, 64).met);
+        assert_eq!(
+            cpu4.key(),
+            "overhead_cpu_ratio_sluice_p4_over_haproxy_64_clients"
+        );
+        assert!((p4.headline() + 0.005).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ratios_stay_within_a_round_and_the_metadata_takes_their_median() {
+        let mut rows = issue17(1);
+        let mut second = issue17(2);
+        // Round 2 ran on a slower host: every time doubled, the ratios did not move...
+        for r in &mut second {
+            r.cpu_us_per_query = r.cpu_us_per_query.map(|c| c * 2.0);
+            r.qps /= 2.0;
+        }
+        // ...except sluice P=64's CPU, 1.0 x HAProxy's this time.
+        second[7].cpu_us_per_query = Some(34.7 * 2.0);
+        rows.extend(second);
+        let refs: Vec<&LevelResult> = rows.iter().collect();
+        assert_eq!(rounds(&refs), [1, 2]);
+        let cpu64: Vec<f64> = goals(&refs)
+            .into_iter()
+            .filter(|g| g.kind == GoalKind::CpuRatio && g.pool == 64)
+            .map(|g| g.value)
+            .collect();
+        assert_eq!(cpu64.len(), 2);
+        assert!((cpu64[0] - 27.0 / 34.7).abs() < 1e-9 && (cpu64[1] - 1.0).abs() < 1e-9);
+        let meta = meta(&refs);
+        let get = |k: &str| {
+            meta.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        let mid = (27.0 / 34.7 + 1.0) / 2.0;
+        assert_eq!(
+            get("overhead_cpu_ratio_sluice_p64_over_haproxy_64_clients"),
+            Some(format!("{mid:.4}").as_str())
+        );
+        assert_eq!(
+            get("overhead_cpu_ratio_sluice_p64_over_haproxy_64_clients_round2"),
+            Some("1.0000")
+        );
+        assert_eq!(
+            get("overhead_haproxy_added_p50_ms_1_client"),
+            Some("0.0400")
+        );
+        // HAProxy's CPU: 34.7 and 69.4 µs, median 52.05.
+        assert_eq!(
+            get("overhead_haproxy_cpu_us_per_query_64_clients"),
+            Some("52.05")
+        );
+        assert_eq!(get("overhead_direct_cpu_us_per_query_64_clients"), None);
+    }
+
+    #[test]
+    fn nothing_is_judged_without_haproxy_or_direct() {
+        let rows: Vec<LevelResult> = issue17(1)
+            .into_iter()
+            .filter(|r| r.target != "haproxy")
+            .collect();
+        let refs: Vec<&LevelResult> = rows.iter().collect();
+        assert!(goals(&refs).is_empty());
+        let no_direct: Vec<LevelResult> = issue17(1)
+            .into_iter()
+            .filter(|r| r.target != "direct")
+            .collect();
+        let refs: Vec<&LevelResult> = no_direct.iter().collect();
+        assert!(goals(&refs).iter().all(|g| g.kind != GoalKind::AddedP50));
+        assert_eq!(median(&mut []), None);
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), Some(2.0));
+    }
+}

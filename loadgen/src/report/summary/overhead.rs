@@ -1,0 +1,516 @@
+//! The overhead experiment: its table, and issue 17's relay cost, sluice against HAProxy in
+//! TCP mode side by side in the same run: the goal's ratios round by round, and the counted
+//! costs (syscalls and instructions per query) of every relay. Everything is computed from
+//! the rows ([`crate::analysis::relay_cost`]) and `overhead_syscalls.csv`, so `loadgen report`
+//! redraws it; older folders (an in-process sluice, no HAProxy) keep their table and lines.
+
+use std::fmt::Write as _;
+
+use super::table::table;
+use crate::analysis::relay_cost::{
+    self, added_p50_ms, goals, key_of, round_of, rounds, Goal, GoalKind, MANY, ONE,
+};
+use crate::measure::level::LevelResult;
+use crate::report::results::Report;
+
+/// The metadata lines older overhead runs printed (an in-process sluice and the bare relay).
+const OLD_KEYS: &[&str] = &[
+    "overhead_added_p50_ms_1_client",
+    "overhead_relay_added_p50_ms_1_client",
+    "overhead_sluice_over_relay_p50_ms_1_client",
+    "overhead_relay_cpu_us_per_query_64_clients",
+    "overhead_sluice_cpu_us_per_query_64_clients",
+    "overhead_sluice_over_relay_cpu_us_per_query_64_clients",
+    "overhead_sluice_unix_added_p50_ms_1_client",
+    "overhead_sluice_unix_cpu_us_per_query_64_clients",
+];
+
+/// Writes the overhead section.
+pub fn overhead(out: &mut String, rep: &Report) {
+    let ov = rep.rows_of("overhead");
+    if ov.is_empty() {
+        return;
+    }
+    let relay_cost = ov
+        .iter()
+        .any(|r| r.target == "haproxy" || r.target == "sluice");
+    if !relay_cost {
+        let _ = writeln!(
+            out,
+            "\nOverhead: SELECT 1, direct vs a bare TCP relay (the floor any proxy pays on this host) vs sluice \
+             (proxy: backend over TCP; proxy-unix: over the server's Unix socket)"
+        );
+        table(out, &ov, "target", |r| r.target.to_string());
+        for k in OLD_KEYS {
+            if let Some(v) = rep.meta_value(k) {
+                let _ = writeln!(out, "{k}: {v}");
+            }
+        }
+        return;
+    }
+    let several = rounds(&ov).len() > 1;
+    let _ = writeln!(
+        out,
+        "\nOverhead: SELECT 1 direct, through the bare tokio relay, HAProxy (mode tcp, 1 thread) and the sluice binary"
+    );
+    let _ = writeln!(
+        out,
+        "(each relay a process of its own, pinned {}; fresh for every level)",
+        rep.meta_value("overhead_pinning").unwrap_or("as loadgen")
+    );
+    table(out, &ov, "target", |r| match several {
+        true => format!("{} r{}", key_of(r), round_of(r)),
+        false => key_of(r),
+    });
+    costs(out, rep, &ov, several);
+    goal_lines(out, &goals(&ov), several);
+    syscall_lines(out, rep, &ov);
+    instruction_lines(out, rep, &ov);
+    for note in rep.notes.iter().filter(|n| n.starts_with("overhead:")) {
+        let _ = writeln!(out, "{note}");
+    }
+}
+
+fn clients_word(n: usize) -> &'static str {
+    if n == 1 {
+        "client"
+    } else {
+        "clients"
+    }
+}
+
+fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map(|v| format!("{v:.prec$}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The relay-cost table: added p50, the relay's and the server's CPU, syscalls and
+/// instructions per query.
+fn costs(out: &mut String, rep: &Report, rows: &[&LevelResult], several: bool) {
+    let _ = writeln!(
+        out,
+        "\nRelay cost per answered query (CPU = utime + stime of the process over the window; syscalls in a separate window)"
+    );
+    let _ = writeln!(
+        out,
+        "{:>14} {:>7} {:>7} {:>8} {:>8} {:>9} {:>10} {:>11} {:>11} {:>12} {:>10}",
+        "target",
+        "clients",
+        "QPS",
+        "p50 ms",
+        "p99 ms",
+        "+p50 ms",
+        "CPU us/q",
+        "server us/q",
+        "syscalls/q",
+        "QPS counting",
+        "instr/q"
+    );
+    for r in rows {
+        let name = match several {
+            true => format!("{} r{}", key_of(r), round_of(r)),
+            false => key_of(r),
+        };
+        let counting = r
+            .syscall_window_qps
+            .map(|q| format!("{:.2}x", q / r.qps.max(1e-9)));
+        let _ = writeln!(
+            out,
+            "{name:>14} {:>7} {:>7.0} {:>8.3} {:>8.2} {:>9} {:>10} {:>11} {:>11} {:>12} {:>10}",
+            r.clients,
+            r.qps,
+            r.p50_ms,
+            r.p99_ms,
+            added_p50_ms(rows, r)
+                .map(|a| format!("{a:+.3}"))
+                .unwrap_or_else(|| "-".into()),
+            opt(r.cpu_us_per_query, 1),
+            opt(r.server_cpu_us_per_query, 1),
+            opt(r.syscalls_per_query, 2),
+            counting.unwrap_or_else(|| "-".into()),
+            opt(r.instructions_per_query, 0),
+        );
+    }
+    if rep.meta_value("overhead_syscall_counter").is_some() {
+        let _ = writeln!(
+            out,
+            "QPS counting = the relay's QPS while its syscalls were counted, over its timed QPS (the counter's cost)."
+        );
+    }
+}
+
+fn verdict(g: &Goal) -> &'static str {
+    if g.met {
+        "met"
+    } else {
+        "not met"
+    }
+}
+
+/// Issue 17's goal, round by round, and the range over the rounds.
+fn goal_lines(out: &mut String, goals: &[Goal], several: bool) {
+    if goals.is_empty() {
+        let _ = writeln!(
+            out,
+            "Issue 17's goal cannot be judged: the run has no HAProxy rows or no sluice rows."
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nIssue 17's goal, sluice against HAProxy measured side by side in the same run{}:",
+        if several {
+            " (each round on its own)"
+        } else {
+            ""
+        }
+    );
+    let mut rounds: Vec<usize> = goals.iter().map(|g| g.round).collect();
+    rounds.dedup();
+    for round in rounds {
+        let of = |kind| {
+            goals
+                .iter()
+                .filter(move |g| g.round == round && g.kind == kind)
+        };
+        let prefix = if several {
+            format!("  round {round}: ")
+        } else {
+            "  ".into()
+        };
+        let cpu: Vec<String> = of(GoalKind::CpuRatio)
+            .map(|g| format!("P={} {:.2}x ({})", g.pool, g.value, verdict(g)))
+            .collect();
+        if !cpu.is_empty() {
+            let _ = writeln!(
+                out,
+                "{prefix}CPU per query at {MANY} clients, sluice / HAProxy (goal <= {:.2}): {}",
+                relay_cost::CPU_RATIO_GOAL,
+                cpu.join(", ")
+            );
+        }
+        let qps: Vec<String> = of(GoalKind::QpsRatio)
+            .map(|g| format!("P={} {:.2}x ({})", g.pool, g.value, verdict(g)))
+            .collect();
+        if !qps.is_empty() {
+            let _ = writeln!(
+                out,
+                "{prefix}QPS at {MANY} clients, sluice / HAProxy (goal >= {:.2}): {}",
+                relay_cost::QPS_RATIO_GOAL,
+                qps.join(", ")
+            );
+        }
+        let p50: Vec<&Goal> = of(GoalKind::AddedP50).collect();
+        if let Some(first) = p50.first() {
+            let sluice: Vec<String> = p50
+                .iter()
+                .map(|g| format!("P={} {:+.3} ms ({})", g.pool, g.value, verdict(g)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{prefix}added p50 over direct at {ONE} client (goal: no worse than HAProxy's {:+.3} ms): {}",
+                first.bound,
+                sluice.join(", ")
+            );
+        }
+    }
+    if several {
+        let mut keys: Vec<(GoalKind, usize)> = goals.iter().map(|g| (g.kind, g.pool)).collect();
+        keys.sort_by_key(|(k, p)| (*k as u8, *p));
+        keys.dedup();
+        let ranges: Vec<String> = keys
+            .iter()
+            .map(|&(kind, pool)| {
+                let v: Vec<f64> = goals
+                    .iter()
+                    .filter(|g| g.kind == kind && g.pool == pool)
+                    .map(Goal::headline)
+                    .collect();
+                let (lo, hi) = v
+                    .iter()
+                    .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+                let what = match kind {
+                    GoalKind::CpuRatio => "CPU ratio",
+                    GoalKind::QpsRatio => "QPS ratio",
+                    GoalKind::AddedP50 => "added p50 minus HAProxy's (ms)",
+                };
+                format!("{what} P={pool} {lo:.3}..{hi:.3}")
+            })
+            .collect();
+        let _ = writeln!(out, "  range over the rounds: {}", ranges.join("; "));
+    }
+}
+
+/// Syscalls per query by target and client count, with the main syscalls one by one.
+fn syscall_lines(out: &mut String, rep: &Report, rows: &[&LevelResult]) {
+    let Some(counter) = rep.meta_value("overhead_syscall_counter") else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\nSyscalls per query ({counter}; {} s windows after each timed one; median over rounds):",
+        rep.meta_value("overhead_syscall_window_s").unwrap_or("?")
+    );
+    for clients in [MANY, ONE] {
+        // Each relay once, in the order measured (the rounds repeat it).
+        let mut targets: Vec<String> = Vec::new();
+        for r in rows
+            .iter()
+            .filter(|r| r.clients == clients && r.syscalls_per_query.is_some())
+        {
+            if !targets.contains(&key_of(r)) {
+                targets.push(key_of(r));
+            }
+        }
+        for t in targets {
+            let total = relay_cost::median_of(rows, &t, clients, |r| r.syscalls_per_query);
+            let by_call: Vec<String> = rep
+                .syscalls
+                .iter()
+                .filter(|s| s.round == 1 && s.clients == clients && s.syscall != "total")
+                .filter(|s| {
+                    let key = match s.pool_size {
+                        Some(p) if s.target == "sluice" => format!("sluice_p{p}"),
+                        _ => s.target.clone(),
+                    };
+                    key == t
+                })
+                .take(6)
+                .map(|s| format!("{} {:.2}", s.syscall, s.per_query))
+                .collect();
+            let by_call = if by_call.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", by_call.join(", "))
+            };
+            let _ = writeln!(
+                out,
+                "  {clients:>2} {:<7} {t:<11} {:>6}{by_call}",
+                clients_word(clients),
+                opt(total, 2),
+            );
+        }
+    }
+}
+
+/// Instructions per query under callgrind, when `--cost-counts` ran.
+fn instruction_lines(out: &mut String, rep: &Report, rows: &[&LevelResult]) {
+    if !rows.iter().any(|r| r.instructions_per_query.is_some()) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nInstructions per query (callgrind, user space only, {} queries per client count, idle cost subtracted; {}):",
+        rep.meta_value("overhead_callgrind_queries").unwrap_or("?"),
+        rep.meta_value("overhead_valgrind").unwrap_or("valgrind")
+    );
+    for clients in [ONE, MANY] {
+        let parts: Vec<String> = rows
+            .iter()
+            .filter(|r| r.clients == clients)
+            .filter_map(|r| {
+                r.instructions_per_query
+                    .map(|i| format!("{} {i:.0}", key_of(r)))
+            })
+            .collect();
+        let haproxy = rows
+            .iter()
+            .find(|r| r.clients == clients && r.target == "haproxy")
+            .and_then(|r| r.instructions_per_query);
+        let ratios: Vec<String> = rows
+            .iter()
+            .filter(|r| r.clients == clients && r.target == "sluice")
+            .filter_map(|r| {
+                let (i, h) = (r.instructions_per_query?, haproxy?);
+                (h > 0.0).then(|| format!("{} {:.2}x", key_of(r), i / h))
+            })
+            .collect();
+        if parts.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "  {clients:>2} {}: {}{}",
+            clients_word(clients),
+            parts.join(", "),
+            if ratios.is_empty() {
+                String::new()
+            } else {
+                format!("; over HAProxy's: {}", ratios.join(", "))
+            }
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{report, row};
+    use super::*;
+    use crate::measure::syscalls::SyscallRow;
+
+    fn relay_row(
+        target: &str,
+        pool: Option<usize>,
+        clients: usize,
+        qps: f64,
+        p50: f64,
+        cpu: f64,
+    ) -> LevelResult {
+        LevelResult {
+            experiment: "overhead".into(),
+            pool_size: pool,
+            p50_ms: p50,
+            cpu_us_per_query: Some(cpu),
+            server_cpu_us_per_query: Some(20.0),
+            syscalls_per_query: Some(4.2),
+            syscall_window_qps: Some(qps * 0.9),
+            round: Some(1),
+            ..row("overhead", target, clients, qps, p50 * 2.0)
+        }
+    }
+
+    fn issue17() -> Report {
+        let mut direct1 = row("overhead", "direct", 1, 21400.0, 0.09);
+        direct1.p50_ms = 0.045;
+        let mut direct64 = row("overhead", "direct", 64, 28000.0, 4.4);
+        direct64.p50_ms = 2.2;
+        let mut h64 = relay_row("haproxy", None, 64, 14900.0, 4.2, 34.7);
+        h64.instructions_per_query = Some(6260.0);
+        let mut s64 = relay_row("sluice", Some(64), 64, 15050.0, 4.2, 37.8);
+        s64.instructions_per_query = Some(25040.0);
+        let rows = vec![
+            direct1,
+            relay_row("haproxy", None, 1, 10300.0, 0.085, 60.0),
+            relay_row("sluice", Some(4), 1, 11300.0, 0.080, 55.0),
+            relay_row("sluice", Some(64), 1, 9300.0, 0.100, 65.0),
+            direct64,
+            h64,
+            relay_row("sluice", Some(4), 64, 12900.0, 4.9, 43.5),
+            s64,
+        ];
+        let mut rep = report(
+            rows,
+            &[
+                (
+                    "overhead_syscall_counter",
+                    "perf stat -e raw_syscalls:sys_enter",
+                ),
+                ("overhead_syscall_window_s", "2"),
+                ("overhead_callgrind_queries", "20000"),
+                (
+                    "overhead_pinning",
+                    "relays and load on CPUs [1], server on CPUs [0]",
+                ),
+            ],
+        );
+        rep.syscalls = vec![SyscallRow {
+            round: 1,
+            target: "haproxy".into(),
+            clients: 64,
+            counter: "perf".into(),
+            syscall: "sendto".into(),
+            calls: 2000,
+            queries: 1000,
+            per_query: 2.0,
+            ..SyscallRow::default()
+        }];
+        rep.notes.push("overhead: sluice not measured: x".into());
+        rep
+    }
+
+    #[test]
+    fn the_goal_lines_state_issue_17s_ratios() {
+        let mut out = String::new();
+        overhead(&mut out, &issue17());
+        for want in [
+            "HAProxy (mode tcp, 1 thread)",
+            "pinned relays and load on CPUs [1], server on CPUs [0]",
+            "CPU per query at 64 clients, sluice / HAProxy (goal <= 0.80): P=4 1.25x (not met), P=64 1.09x (not met)",
+            "QPS at 64 clients, sluice / HAProxy (goal >= 1.00): P=4 0.87x (not met), P=64 1.01x (met)",
+            "added p50 over direct at 1 client (goal: no worse than HAProxy's +0.040 ms): P=4 +0.035 ms (met), P=64 +0.055 ms (not met)",
+            "Syscalls per query (perf stat -e raw_syscalls:sys_enter; 2 s windows",
+            "64 clients haproxy       4.20 (sendto 2.00)",
+            "64 clients: haproxy 6260, sluice_p64 25040; over HAProxy's: sluice_p64 4.00x",
+            "overhead: sluice not measured: x",
+        ] {
+            assert!(out.contains(want), "{want:?} missing:\n{out}");
+        }
+        // The cost table: HAProxy's added p50 and CPU at 1 client.
+        let costs = out
+            .split("Relay cost per answered query")
+            .nth(1)
+            .unwrap_or("");
+        let line = costs
+            .lines()
+            .find(|l| l.trim_start().starts_with("haproxy       1"))
+            .unwrap_or("");
+        assert!(
+            line.contains("+0.040") && line.contains("60.0") && line.contains("0.90x"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn several_rounds_are_judged_each_on_its_own_with_their_range() {
+        let mut rep = issue17();
+        let second: Vec<LevelResult> = rep
+            .rows
+            .iter()
+            .cloned()
+            .map(|mut r| {
+                r.round = Some(2);
+                r.cpu_us_per_query =
+                    r.cpu_us_per_query
+                        .map(|c| if r.target == "haproxy" { c * 1.25 } else { c });
+                r
+            })
+            .collect();
+        rep.rows.extend(second);
+        let mut out = String::new();
+        overhead(&mut out, &rep);
+        assert!(
+            out.contains("  round 1: CPU per query at 64 clients"),
+            "{out}"
+        );
+        assert!(out.contains("  round 2: CPU per query at 64 clients, sluice / HAProxy (goal <= 0.80): P=4 1.00x"), "{out}");
+        assert!(
+            out.contains("range over the rounds: CPU ratio P=4 1.003..1.254"),
+            "{out}"
+        );
+        assert!(out.contains("haproxy r2"), "{out}");
+        // The syscall lines name each relay once, the median over the rounds.
+        assert_eq!(out.matches("64 clients haproxy ").count(), 1, "{out}");
+    }
+
+    #[test]
+    fn an_older_run_keeps_its_table_and_lines() {
+        let rep = report(
+            vec![
+                row("overhead", "direct", 1, 20000.0, 0.1),
+                row("overhead", "proxy-unix", 1, 9000.0, 0.2),
+            ],
+            &[
+                ("overhead_added_p50_ms_1_client", "0.0490"),
+                ("unrelated", "x"),
+            ],
+        );
+        let mut out = String::new();
+        overhead(&mut out, &rep);
+        assert!(
+            out.contains("Overhead: SELECT 1, direct vs a bare TCP relay"),
+            "{out}"
+        );
+        assert!(
+            out.contains("overhead_added_p50_ms_1_client: 0.0490"),
+            "{out}"
+        );
+        assert!(out.contains("proxy-unix"), "{out}");
+        assert!(
+            !out.contains("unrelated") && !out.contains("Issue 17"),
+            "{out}"
+        );
+        let mut none = String::new();
+        overhead(&mut none, &report(vec![], &[]));
+        assert!(none.is_empty());
+    }
+}

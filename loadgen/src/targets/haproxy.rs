@@ -1,0 +1,105 @@
+//! HAProxy in TCP mode: the plain C relay issue 17 measures sluice against, in the same run.
+//!
+//! loadgen writes a minimal config of its own ([`config`]): `mode tcp`, one thread, loopback
+//! only, no log lines (so nothing goes to syslog), no health checks, and timeouts far longer
+//! than any level, so HAProxy does nothing but copy bytes. It is started and torn down as a
+//! [`super::process::RelayProcess`], like the other relays.
+
+use std::path::{Path, PathBuf};
+
+/// Connections HAProxy accepts (two sockets each); far above the experiment's 64 clients.
+const MAXCONN: usize = 4096;
+
+/// The HAProxy binary: `explicit` (`--haproxy-bin`), else `haproxy` on PATH, in /usr/sbin or
+/// in /usr/local/sbin (Debian installs it in /usr/sbin, which a non-root PATH lacks).
+pub fn find(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(p) = explicit {
+        return if p.is_file() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(format!("--haproxy-bin {} does not exist", p.display()))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/usr/local/sbin".into()])
+        .map(|d| d.join("haproxy"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            "no haproxy binary (install it with `scripts/install-test-deps.sh --overhead`, \
+             apt-get install haproxy, or pass --haproxy-bin)"
+                .to_string()
+        })
+}
+
+/// `haproxy -v`'s first line, e.g. `HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/`.
+pub fn version(bin: &Path) -> String {
+    std::process::Command::new(bin)
+        .arg("-v")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The config: relays `listen` to `backend` (both `host:port`), TCP mode, one thread.
+pub fn config(listen: &str, backend: &str) -> String {
+    format!(
+        "# Written by loadgen overhead: HAProxy as a plain TCP relay (issue 17's C anchor).\n\
+         global\n\
+         \x20   nbthread 1\n\
+         \x20   maxconn {MAXCONN}\n\
+         defaults\n\
+         \x20   mode tcp\n\
+         \x20   timeout connect 10s\n\
+         \x20   timeout client 1h\n\
+         \x20   timeout server 1h\n\
+         listen relay\n\
+         \x20   bind {listen}\n\
+         \x20   server db {backend}\n"
+    )
+}
+
+/// The command that runs HAProxy in the foreground (`-db`) on the config file `cfg`.
+pub fn command(bin: &Path, cfg: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("-f").arg(cfg).arg("-db");
+    cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_is_a_one_thread_tcp_relay_on_loopback_without_logging() {
+        let cfg = config("127.0.0.1:41000", "127.0.0.1:3306");
+        let lines: Vec<&str> = cfg.lines().map(str::trim).collect();
+        for want in [
+            "global",
+            "nbthread 1",
+            "mode tcp",
+            "timeout client 1h",
+            "timeout server 1h",
+            "bind 127.0.0.1:41000",
+            "server db 127.0.0.1:3306",
+        ] {
+            assert!(lines.contains(&want), "{want:?} missing:\n{cfg}");
+        }
+        // No log target, no health checks, no HTTP.
+        assert!(!cfg.contains("log "), "{cfg}");
+        assert!(!cfg.contains(" check"), "{cfg}");
+        assert!(!cfg.contains("http"), "{cfg}");
+    }
+
+    #[test]
+    fn a_missing_explicit_binary_is_a_clear_error() {
+        let err = find(Some(Path::new("/nonexistent/haproxy"))).unwrap_err();
+        assert!(err.contains("--haproxy-bin"), "{err}");
+    }
+}
