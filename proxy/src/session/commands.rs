@@ -10,9 +10,10 @@ use super::prepared::StmtCmd;
 use super::state::Rules;
 use super::{framed, Flow, Session, Step};
 use crate::classify::{classify, KillTarget};
-use crate::conn::backend::{query_payload, BackendConn, Health, PoolKey};
+use crate::conn::backend::{BackendConn, Health, PoolKey};
 use crate::protocol::charset;
 use crate::protocol::frame::LogicalSpan;
+use crate::protocol::request::query as query_payload;
 use crate::protocol::{
     auth, codes, ChangeUser, Command, ErrPacket, ResponseKind, ResponseSummary, SessionStateChange,
     StatusFlags,
