@@ -14,12 +14,14 @@
 //! Known limits: statements inside stored procedures (CALL) are invisible; a string literal
 //! is lexed with backslash escapes even under NO_BACKSLASH_ESCAPES.
 
+mod builtins;
 mod effect;
 mod fast;
 mod identity;
 mod kind;
 mod lexer;
 mod read;
+mod safety;
 mod set;
 
 #[cfg(test)]
@@ -31,7 +33,7 @@ pub use effect::{Effect, Effects, LockName};
 pub use identity::IdCall;
 use kind::{dml_kind, finish};
 use lexer::{is_kw, Lexer, Tok, Token};
-pub use read::{ReadSafety, WriterOnly};
+pub use safety::{ReadSafety, WriterOnly};
 
 /// What one COM_QUERY does, as far as pooling is concerned.
 #[derive(Debug, Clone, Default, PartialEq)]

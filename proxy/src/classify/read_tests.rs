@@ -1,15 +1,9 @@
 //! Table tests for [`ReadSafety`]: one row per rule of `read.rs`, plus keywords hidden in
 //! strings, comments and identifiers, which must not change the verdict.
 
-use super::read::lists_are_sorted;
 use super::*;
 use ReadSafety::{ReadOnlyBegin, ReplicaSafe, WriterOnly as W};
 use WriterOnly as Why;
-
-#[test]
-fn the_name_lists_are_sorted_for_binary_search() {
-    assert!(lists_are_sorted());
-}
 
 #[test]
 fn read_safety_of_every_rule() {
