@@ -40,7 +40,6 @@ pub(super) fn statement(sql: &[u8], stmt: &Stmt, kind: StatementKind) -> ReadSaf
     use ReadSafety::{ReadOnlyBegin, ReplicaSafe, WriterOnly as W};
     let w = |i: usize, kw: &[u8]| stmt.word(sql, i, kw);
     let verdict = match kind {
-        StatementKind::Select if stmt.into => W(WriterOnly::SelectInto),
         StatementKind::Select => ReplicaSafe,
         StatementKind::Explain if w(1, b"analyze") => W(WriterOnly::NotARead),
         // EXPLAIN FOR CONNECTION <id>: connection ids are per server.
@@ -138,11 +137,13 @@ pub(super) fn with_effects(verdict: ReadSafety, effects: &Effects) -> ReadSafety
     verdict
 }
 
-/// A word token during the scan: notes locking reads and sequence syntax (`prev` is the
-/// token before it). Only words of length 5 and 6 can matter, so the rest return at once.
+/// A word token during the scan: notes locking reads, sequence syntax and INTO OUTFILE /
+/// DUMPFILE (`prev` is the token before it; INTO @x is a user-variable write, and a plain
+/// `INTO name` is refused by every server outside stored programs). Only words of 5 to 8
+/// bytes can matter, so the rest return at once.
 pub(super) fn word(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt) {
     let len = tok.end - tok.start;
-    if !(5..=6).contains(&len) || stmt.unsafe_read.is_some() {
+    if !(5..=8).contains(&len) || stmt.unsafe_read.is_some() {
         return;
     }
     let Some(prev) = prev else { return };
@@ -153,6 +154,8 @@ pub(super) fn word(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stm
         WriterOnly::LockingRead
     } else if is_kw(sql, tok, b"value") && (after(b"next") || after(b"previous")) {
         WriterOnly::Sequence
+    } else if (is_kw(sql, tok, b"outfile") || is_kw(sql, tok, b"dumpfile")) && after(b"into") {
+        WriterOnly::SelectInto
     } else {
         return;
     };
@@ -200,30 +203,46 @@ fn builtin(name: &[u8]) -> Option<WriterOnly> {
 }
 
 /// Whether a plain statement (no strings, comments, variables, calls) has a word that may
-/// make a SELECT unsafe: UPDATE or SHARE (locking reads), INTO, NEXT or PREVIOUS (sequences).
-/// The fast path then leaves the statement to the full scan. One pass, words only.
+/// make a SELECT unsafe: UPDATE or SHARE (locking reads), NEXT or PREVIOUS (sequences). The
+/// fast path then leaves the statement to the full scan. (A plain INTO is harmless: at the
+/// top level `SELECT a INTO b` is an error on every server; INTO @x and INTO OUTFILE '..'
+/// have special bytes.) Each of the four words has an `h`, `p` or `x`, rare letters in SQL
+/// apart from WHERE's `h`, so those are found eight bytes at a time (SWAR, as for
+/// SQL_CALC_FOUND_ROWS) and only their words are compared: this runs on every SELECT.
 pub(super) fn has_unsafe_read_word(sql: &[u8]) -> bool {
-    let mut i = 0;
-    while i < sql.len() {
-        if !WORD_BYTES[sql[i] as usize] {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < sql.len() && WORD_BYTES[sql[i] as usize] {
-            i += 1;
-        }
-        let w = &sql[start..i];
-        let hit = match w.len() {
-            4 => w.eq_ignore_ascii_case(b"into") || w.eq_ignore_ascii_case(b"next"),
-            5 => w.eq_ignore_ascii_case(b"share"),
-            6 => w.eq_ignore_ascii_case(b"update"),
-            8 => w.eq_ignore_ascii_case(b"previous"),
-            _ => false,
-        };
-        if hit {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const CASE: u64 = 0x2020_2020_2020_2020;
+    // Non-zero when some byte of x equals b (false positives are harmless: checked exactly).
+    let has = |x: u64, b: u8| {
+        let y = x ^ (ONES * u64::from(b));
+        y.wrapping_sub(ONES) & !y & HIGHS != 0
+    };
+    let at = |i: usize| matches!(sql[i] | 0x20, b'h' | b'p' | b'x') && unsafe_word_at(sql, i);
+    let mut chunks = sql.chunks_exact(8);
+    for (n, chunk) in chunks.by_ref().enumerate() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word) | CASE;
+        if (has(x, b'h') || has(x, b'p') || has(x, b'x')) && (n * 8..n * 8 + 8).any(at) {
             return true;
         }
     }
-    false
+    let tail = sql.len() - chunks.remainder().len();
+    (tail..sql.len()).any(at)
+}
+
+/// Whether the word around byte `i` is UPDATE, SHARE, NEXT or PREVIOUS.
+fn unsafe_word_at(sql: &[u8], i: usize) -> bool {
+    let is_word = |b: &u8| WORD_BYTES[*b as usize];
+    let start = i - sql[..i].iter().rev().take_while(|b| is_word(b)).count();
+    let end = i + sql[i..].iter().take_while(|b| is_word(b)).count();
+    let w = &sql[start..end];
+    match w.len() {
+        4 => w.eq_ignore_ascii_case(b"next"),
+        5 => w.eq_ignore_ascii_case(b"share"),
+        6 => w.eq_ignore_ascii_case(b"update"),
+        8 => w.eq_ignore_ascii_case(b"previous"),
+        _ => false,
+    }
 }

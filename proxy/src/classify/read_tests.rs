@@ -48,7 +48,9 @@ fn read_safety_of_every_rule() {
         ("(SELECT a FROM t FOR UPDATE)", W(Why::LockingRead)),
         ("SELECT 1; SELECT a FROM t FOR UPDATE", W(Why::LockingRead)),
         // INTO.
-        ("SELECT 1 INTO @x", W(Why::SelectInto)),
+        ("SELECT 1 INTO @x", W(Why::UserVariableAssignment)),
+        ("SELECT a FROM t INTO @x, @y", W(Why::UserVariableAssignment)),
+        ("SELECT a INTO b FROM t", ReplicaSafe), // refused by the server everywhere
         ("SELECT a FROM t INTO OUTFILE '/tmp/x'", W(Why::SelectInto)),
         ("SELECT a INTO DUMPFILE '/tmp/x' FROM t", W(Why::SelectInto)),
         // Sequences.
@@ -153,11 +155,35 @@ fn plain_words_that_look_unsafe_fall_back_to_the_full_scan() {
         ("SELECT next FROM t", ReplicaSafe),
         ("SELECT previous FROM t", ReplicaSafe),
         ("SELECT a FROM t FOR UPDATE", W(Why::LockingRead)),
-        ("SELECT a INTO b FROM t", W(Why::SelectInto)),
+        ("SELECT a FROM t LOCK IN SHARE MODE", W(Why::LockingRead)),
+        ("SELECT NEXT VALUE FOR s", W(Why::Sequence)),
+        ("select previous value for s", W(Why::Sequence)),
+        (
+            "SELECT a FROM t WHERE b = 1 AND c = 2 GROUP BY a FOR UPDATE",
+            W(Why::LockingRead),
+        ),
     ] {
         assert_eq!(classify(sql.as_bytes()).read, want, "{sql}");
         assert_eq!(fast::classify_plain(sql.as_bytes()), None, "{sql}");
     }
+    // Words with the same rare letters do not leave the fast path.
+    for sql in [
+        "SELECT max(a) FROM t WHERE x = 1",
+        "SELECT pid, hash, xpath_updated, updates, shares FROM t WHERE next_id > 3",
+        "SELECT a FROM t WHERE b = 1 GROUP BY a HAVING c > 2",
+    ] {
+        let plain = sql.replace("max(a)", "a");
+        assert_eq!(
+            fast::classify_plain(plain.as_bytes()).map(|c| c.read),
+            Some(ReplicaSafe),
+            "{plain}"
+        );
+    }
+    // A plain INTO stays in the fast path: the server refuses it everywhere.
+    assert_eq!(
+        fast::classify_plain(b"SELECT a INTO b FROM t").map(|c| c.read),
+        Some(ReplicaSafe)
+    );
     assert_eq!(
         fast::classify_plain(b"SELECT id FROM t").map(|c| c.read),
         Some(ReplicaSafe)
