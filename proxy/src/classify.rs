@@ -14,13 +14,18 @@
 //! Known limits: statements inside stored procedures (CALL) are invisible; a string literal
 //! is lexed with backslash escapes even under NO_BACKSLASH_ESCAPES.
 
+mod builtins;
 mod effect;
 mod fast;
 mod identity;
 mod kind;
 mod lexer;
+mod read;
+mod safety;
 mod set;
 
+#[cfg(test)]
+mod read_tests;
 #[cfg(test)]
 mod tests;
 
@@ -28,6 +33,7 @@ pub use effect::{Effect, Effects, LockName};
 pub use identity::IdCall;
 use kind::{dml_kind, finish};
 use lexer::{is_kw, Lexer, Tok, Token};
+pub use safety::{ReadSafety, WriterOnly};
 
 /// What one COM_QUERY does, as far as pooling is concerned.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -48,6 +54,12 @@ pub struct Classification {
     /// The `CONNECTION_ID()` calls a session may replace with the client's id (empty, and
     /// not allocated, for statements without one).
     pub id_calls: Vec<IdCall>,
+    /// Whether a replica may run the query (all of its statements): `topology::route`'s input.
+    pub read: ReadSafety,
+    /// The value of a `/* sluice:min_gtid=<GTID position> */` comment (trimmed, unparsed:
+    /// `topology::GtidPosition::parse_any` reads it), the position a read must see. Only
+    /// allocated when present.
+    pub min_gtid: Option<Box<str>>,
 }
 
 /// The first keyword(s) of a statement.
@@ -143,6 +155,9 @@ struct Stmt {
     into: bool,
     /// For WITH: the first top-level SELECT/INSERT/UPDATE/DELETE/REPLACE.
     with_kind: Option<StatementKind>,
+    /// Why this statement cannot run on a replica, as far as the scan found (a locking
+    /// read, a sequence, a call that is not a safe builtin).
+    unsafe_read: Option<WriterOnly>,
     /// A GET_LOCK/RELEASE_LOCK call whose first argument is being read.
     lock_arg: Option<LockArg>,
     /// Of `SET STATEMENT ... FOR <statement>`: how many effects the query had when FOR was
@@ -174,6 +189,7 @@ impl Stmt {
             is_with: false,
             into: false,
             with_kind: None,
+            unsafe_read: None,
             lock_arg: None,
             for_mark: None,
         }
@@ -208,10 +224,13 @@ fn classify_all(sql: &[u8]) -> Classification {
     let mut stmt = Stmt::new();
     let mut statements = 0usize;
     let mut prev: Option<Token> = None;
-    for tok in Lexer::new(sql) {
+    let mut read = ReadSafety::default();
+    let mut lexer = Lexer::new(sql);
+    for tok in lexer.by_ref() {
         if tok.kind == Tok::Punct(b';') {
             if stmt.count > 0 {
-                finish(sql, &mut stmt, statements == 0, &mut c);
+                let kind = finish(sql, &mut stmt, statements == 0, &mut c);
+                read = read::combine(read, read::statement(sql, &stmt, kind), statements == 0);
                 statements += 1;
             }
             stmt = Stmt::new();
@@ -238,8 +257,13 @@ fn classify_all(sql: &[u8]) -> Classification {
         prev = Some(tok);
     }
     if stmt.count > 0 {
-        finish(sql, &mut stmt, statements == 0, &mut c);
+        let kind = finish(sql, &mut stmt, statements == 0, &mut c);
+        read = read::combine(read, read::statement(sql, &stmt, kind), statements == 0);
     }
+    c.read = read::with_effects(read, &c.effects);
+    c.min_gtid = lexer
+        .min_gtid()
+        .map(|v| String::from_utf8_lossy(v).into_owned().into_boxed_str());
     if c.effects.contains(&Effect::ConnectionIdRead) {
         c.id_calls = identity::id_calls(sql);
     }
@@ -247,7 +271,7 @@ fn classify_all(sql: &[u8]) -> Classification {
 }
 
 fn needs_all_tokens(sql: &[u8], first: &Token) -> bool {
-    [&b"set"[..], b"use", b"kill", b"flush"]
+    [&b"set"[..], b"use", b"kill", b"flush", b"start"]
         .iter()
         .any(|kw| is_kw(sql, first, kw))
 }
@@ -284,6 +308,9 @@ fn scan_token(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt, e:
             }
         }
         Tok::Punct(b'(') => {
+            if let Some(p) = prev.filter(|p| matches!(p.kind, Tok::Word | Tok::Quoted)) {
+                read::call(sql, p, stmt);
+            }
             stmt.depth += 1;
             if let Some(p) = prev.filter(|p| p.kind == Tok::Word) {
                 function_call(sql, p, stmt, e);
@@ -291,6 +318,7 @@ fn scan_token(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt, e:
         }
         Tok::Punct(b')') => stmt.depth = stmt.depth.saturating_sub(1),
         Tok::Word => {
+            read::word(sql, tok, prev, stmt);
             if tok.end - tok.start == 19 && is_kw(sql, tok, b"sql_calc_found_rows") {
                 e.add(Effect::FoundRows);
             }

@@ -7,7 +7,8 @@
 
 use super::kind::{finish, lower};
 use super::lexer::{is_kw, Lexer};
-use super::{needs_all_tokens, Classification, StatementKind, Stmt, PREFIX};
+use super::read;
+use super::{needs_all_tokens, Classification, ReadSafety, StatementKind, Stmt, PREFIX};
 
 /// Bytes that may start a comment, string, quoted identifier, variable, argument list or a
 /// second statement (1), and all others (0). `*` is harmless without a `/`.
@@ -48,8 +49,17 @@ pub(super) fn classify_plain(sql: &[u8]) -> Option<Classification> {
         _ => None,
     };
     if let Some(kind) = kind {
+        let read = if kind != StatementKind::Select {
+            ReadSafety::default()
+        } else if read::has_unsafe_read_word(sql) {
+            // FOR UPDATE, INTO, NEXT VALUE FOR, ...: the full scan tells which.
+            return None;
+        } else {
+            ReadSafety::ReplicaSafe
+        };
         return Some(Classification {
             kind,
+            read,
             ..Classification::default()
         });
     }
@@ -63,7 +73,8 @@ pub(super) fn classify_plain(sql: &[u8]) -> Option<Classification> {
         stmt.count += 1;
     }
     let mut c = Classification::default();
-    finish(sql, &mut stmt, true, &mut c);
+    let kind = finish(sql, &mut stmt, true, &mut c);
+    c.read = read::with_effects(read::statement(sql, &stmt, kind), &c.effects);
     Some(c)
 }
 

@@ -22,8 +22,14 @@ pub(super) fn dml_kind(sql: &[u8], tok: &Token) -> Option<StatementKind> {
     }
 }
 
-/// Decides the statement's kind from its first words and adds the effects that depend on it.
-pub(super) fn finish(sql: &[u8], stmt: &mut Stmt, first: bool, c: &mut Classification) {
+/// Decides the statement's kind from its first words and adds the effects that depend on it;
+/// returns the kind (of this statement, which for a multi-statement need not be `c.kind`).
+pub(super) fn finish(
+    sql: &[u8],
+    stmt: &mut Stmt,
+    first: bool,
+    c: &mut Classification,
+) -> StatementKind {
     use Effect as E;
     use StatementKind as K;
     let w = |i: usize, kw: &[u8]| stmt.word(sql, i, kw);
@@ -40,7 +46,8 @@ pub(super) fn finish(sql: &[u8], stmt: &mut Stmt, first: bool, c: &mut Classific
         b"replace" => K::Replace,
         b"set" => {
             let tokens = stmt.tokens.take().unwrap_or_default();
-            return set::finish_set(sql, &tokens, first, stmt.for_mark, c);
+            set::finish_set(sql, &tokens, first, stmt.for_mark, c);
+            return K::Set;
         }
         b"use" => {
             let t = stmt.tokens.as_deref().unwrap_or_default();
@@ -207,6 +214,7 @@ pub(super) fn finish(sql: &[u8], stmt: &mut Stmt, first: bool, c: &mut Classific
     if first {
         c.kind = kind;
     }
+    kind
 }
 
 /// The lock a FLUSH statement takes: `FLUSH [LOCAL | NO_WRITE_TO_BINLOG] TABLES WITH READ LOCK`

@@ -35,10 +35,15 @@ pub(crate) struct Lexer<'a> {
     in_exec_comment: bool,
     /// End and kind of the previous token, to tell `user@host` from `@var`.
     prev: Option<Token>,
+    /// The byte range of the first `/* sluice:min_gtid=... */` token's value.
+    min_gtid: Option<(usize, usize)>,
 }
 
+/// What opens a read-your-writes token comment (after optional spaces): `/* sluice:min_gtid=`.
+const MIN_GTID: &[u8] = b"sluice:min_gtid=";
+
 /// Bytes that make up words, as a table because this is the innermost loop of the hot path.
-const WORD_BYTES: [bool; 256] = {
+pub(crate) const WORD_BYTES: [bool; 256] = {
     let mut t = [false; 256];
     let mut i = 0;
     while i < 256 {
@@ -60,7 +65,31 @@ impl<'a> Lexer<'a> {
             pos: 0,
             in_exec_comment: false,
             prev: None,
+            min_gtid: None,
         }
+    }
+
+    /// The value of the first `/* sluice:min_gtid=<value> */` comment lexed so far, trimmed
+    /// (the text between `=` and `*/`; empty if there was none).
+    pub fn min_gtid(&self) -> Option<&'a [u8]> {
+        self.min_gtid.map(|(s, e)| &self.sql[s..e])
+    }
+
+    /// Notes a `sluice:min_gtid=` comment whose body is `sql[start..end]`.
+    fn note_min_gtid(&mut self, start: usize, end: usize) {
+        let body = &self.sql[start..end];
+        let lead = body.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        if self.min_gtid.is_some() || !body[lead..].starts_with(MIN_GTID) {
+            return;
+        }
+        let value = &body[lead + MIN_GTID.len()..];
+        let trail = value
+            .iter()
+            .rev()
+            .take_while(|b| b.is_ascii_whitespace())
+            .count();
+        let from = start + lead + MIN_GTID.len();
+        self.min_gtid = Some((from, from + value.len() - trail));
     }
 
     fn at(&self, i: usize) -> u8 {
@@ -120,10 +149,15 @@ impl<'a> Lexer<'a> {
                 return true;
             }
             let body = &self.sql[self.pos + 2..];
-            self.pos = match body.windows(2).position(|w| w == b"*/") {
-                Some(i) => self.pos + 2 + i + 2,
-                None => self.sql.len(),
+            let (end, next) = match body.windows(2).position(|w| w == b"*/") {
+                Some(i) => (self.pos + 2 + i, self.pos + 2 + i + 2),
+                None => (self.sql.len(), self.sql.len()),
             };
+            // Only a closed comment is a token: a cut-off one may have lost part of its value.
+            if next != end {
+                self.note_min_gtid(self.pos + 2, end);
+            }
+            self.pos = next;
             return true;
         }
         if self.in_exec_comment && c == b'*' && n == b'/' {

@@ -446,3 +446,34 @@ fn user_variable_assignments_are_told_from_reads() {
         assert_eq!(writes, *write, "{sql}");
     }
 }
+
+/// A 200-byte SELECT with a join, filters and ordering, as an ORM writes it.
+const SELECT_200: &str = "SELECT o.id, o.customer_id, o.total, o.created_at, c.name FROM orders o \
+     JOIN customers c ON c.id = o.customer_id WHERE o.status = 3 AND o.created_at > 20240101 \
+     ORDER BY o.created_at DESC LIMIT 50";
+
+/// Prints ns per classify for `SELECT 1`, the benchmark query and a 200-byte SELECT (run with
+/// `cargo test --release -p sluice --lib classify_cost -- --nocapture`); asserts the verdicts
+/// only, because timing belongs in benchmarks.
+#[test]
+fn classify_cost_of_plain_selects() {
+    // Few rounds in debug builds: there the numbers mean nothing and the suite must stay quick.
+    let n: u32 = if cfg!(debug_assertions) {
+        2_000
+    } else {
+        200_000
+    };
+    for sql in ["SELECT 1", BENCH_QUERY, SELECT_200] {
+        let best = (0..5)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                for _ in 0..n {
+                    std::hint::black_box(classify(std::hint::black_box(sql.as_bytes())));
+                }
+                start.elapsed().as_nanos() as f64 / f64::from(n)
+            })
+            .fold(f64::INFINITY, f64::min);
+        println!("classify_cost {} bytes: {best:.1} ns", sql.len());
+        assert_eq!(classify(sql.as_bytes()).kind, K::Select);
+    }
+}

@@ -159,6 +159,57 @@ mod tests {
         );
     }
 
+    /// MySQL 8 OWN_GTID after a transaction that wrote through several sources' GTIDs is
+    /// one `uuid:n` entry; with ALL_GTIDS (or many sources) the text passes 250 bytes, so
+    /// both lengths become 3-byte length-encoded integers (`0xfc` + u16 LE).
+    #[test]
+    fn mysql8_gtids_longer_than_250_bytes() {
+        let sources: Vec<String> = (0..7)
+            .map(|i| format!("3e11fa47-71ca-11e1-9e33-c80aa942956{i}:1-{}", 10 + i))
+            .collect();
+        let text = sources.join(",\n").into_bytes();
+        assert!(text.len() > 250, "{}", text.len());
+        let lenenc = |n: usize| -> Vec<u8> {
+            if n < 251 {
+                vec![n as u8]
+            } else {
+                vec![0xfc, n as u8, (n >> 8) as u8]
+            }
+        };
+        let mut entry_data = vec![0x00]; // encoding specification: whole set as text
+        entry_data.extend(lenenc(text.len()));
+        entry_data.extend_from_slice(&text);
+        let mut block = vec![0x03];
+        block.extend(lenenc(entry_data.len()));
+        block.extend_from_slice(&entry_data);
+        // COMMIT: 0 rows, status AUTOCOMMIT | SESSION_STATE_CHANGED, no warnings, info "".
+        let mut raw = vec![0x00, 0x00, 0x00, 0x02, 0x40, 0x00, 0x00, 0x00];
+        raw.extend(lenenc(block.len()));
+        raw.extend_from_slice(&block);
+        assert_eq!(raw[8], 0xfc, "the block length takes three bytes");
+        assert_eq!(&raw[11..13], &[0x03, 0xfc]);
+        let ok = OkPacket::decode(&raw, caps()).unwrap();
+        assert_eq!(
+            ok.session_state,
+            vec![SessionStateChange::Gtids(text.clone())]
+        );
+        assert_eq!(
+            last_write_gtid(&ok.session_state),
+            Some(GtidReport::MySqlGtids(&text[..]))
+        );
+        // Truncated anywhere inside the state block: an error or no report, never a panic
+        // and never a wrong GTID.
+        for cut in 9..raw.len() {
+            if let Ok(ok) = OkPacket::decode(&raw[..cut], caps()) {
+                assert_ne!(
+                    last_write_gtid(&ok.session_state),
+                    Some(GtidReport::MySqlGtids(&text[..])),
+                    "cut at {cut}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn nothing_written_means_no_report() {
         // MariaDB `USE mysql`: schema and state change only.

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::gtid::{number, GtidError, GtidField};
+use super::gtid_error::{number, GtidError, GtidField};
 
 /// Transaction numbers are 1 to 2^63 - 1 (MySQL's GNO_END).
 const MAX_TRANSACTION: u64 = i64::MAX as u64 - 1;

@@ -1,43 +1,57 @@
 //! Replication topology: who is the writer, which replicas may take reads, and which replica
-//! takes a given read. Groundwork for issue 15 (read/write split, read-your-writes, safe
-//! failover); nothing in the session, pool or config uses it yet.
+//! takes a given read (issue 15: read/write split, read-your-writes, safe failover). Not yet
+//! wired into the session, pool or config.
 //!
-//! # How it will be used
-//! A monitor task per sluice instance opens one [`BackendConn`](crate::conn::BackendConn)
-//! per configured server with the `monitor_user` credentials and, every `monitor_interval`:
-//! 1. runs [`monitor::observe`] on each (a failed connect becomes
-//!    `Err(`[`monitor::failure_of`]`(..))`), giving one [`Observation`] per server;
-//! 2. calls [`roles::decide`] with the observations and the previous round's
-//!    [`roles::Memory`], and publishes the [`Topology`] (e.g. in an `ArcSwap`) for the
-//!    sessions, SHOW SERVERS (roles, lag, position, the [`Exclusion`] as text) and
-//!    /metrics, and logs [`Topology::alerts`] (split brain, ambiguity, writable replicas);
-//! 3. the router sends writes to [`Topology::writer`] (or queues them while there is none)
-//!    and picks a replica for a read with [`choose::choose_replica`], passing the
-//!    session's required position: the union ([`GtidPosition::include`]) of the GTIDs its
-//!    writes reported ([`crate::protocol::last_write_gtid`], parsed with
-//!    [`GtidPosition::parse`]) and any `sluice:min_gtid` token.
+//! # How it is used
+//! 1. [`task::spawn`] runs the monitor loop: every `monitor_interval` it checks each
+//!    configured server over its own monitor connection ([`monitor::observe`]), decides the
+//!    roles with [`roles::decide`] (carrying [`roles::Memory`] between rounds), logs
+//!    [`Topology::alerts`] and writer changes once per transition, and publishes a
+//!    [`task::Snapshot`] on a `tokio::sync::watch` channel.
+//! 2. For each statement the session calls [`route::route`] with the classifier's
+//!    [`ReadSafety`](crate::classify::ReadSafety), its own facts (pinned, transaction, last
+//!    write GTID from [`crate::protocol::last_write_gtid`] parsed with
+//!    [`GtidPosition::parse`], the `sluice:min_gtid` token parsed with
+//!    [`GtidPosition::parse_any`]), the routing settings, the latest snapshot's
+//!    [`Topology`] and the pool's queue lengths; the [`Route`] says writer, which replica,
+//!    wait on a replica first ([`wait::gtid_wait_statement`]), or wait for a writer.
 //!
 //! Everything here except [`monitor`]'s two queries is pure, so the rules are unit-tested
 //! table by table.
 //!
 //! # Layout
-//! - [`gtid`], `gtid_set`: typed GTID positions (MariaDB lists, MySQL sets) and `covers`.
+//! - [`gtid`], `gtid_set`, `gtid_error`: typed GTID positions (MariaDB lists, MySQL sets),
+//!   `covers`, and why a text was refused.
 //! - [`observation`]: what a check saw on one server ([`ServerState`]) or why it failed.
 //! - [`roles`]: the writer verdict (split brain handling) and each server's role.
 //! - [`choose`]: the replica for one read.
+//! - [`route`]: where one statement goes (every routing rule).
+//! - [`wait`]: the read-your-writes wait statements (MASTER_GTID_WAIT,
+//!   WAIT_FOR_EXECUTED_GTID_SET).
 //! - [`monitor`]: the check's queries over a [`monitor::TextQuery`] connection.
+//! - [`task`]: the monitor loop and the published [`task::Snapshot`].
 
 pub mod choose;
 pub mod gtid;
+mod gtid_error;
 mod gtid_set;
 pub mod monitor;
 pub mod observation;
 pub mod roles;
+pub mod route;
+pub mod task;
+pub mod wait;
 
 pub use choose::{choose_replica, Candidate};
 pub use gtid::{GtidError, GtidPosition, GtidSet, MariaDbGtid, MariaDbPosition};
 pub use observation::{CheckFailure, IoThread, Observation, ReplicaStatus, ServerState};
-pub use roles::{decide, Alert, Exclusion, Limits, Memory, NoWriter, Role, Topology, Verdict};
+pub use roles::{
+    decide, Alert, Exclusion, Limits, Memory, NoWriter, Role, ServerView, Topology, Verdict,
+};
+pub use route::{
+    route, MinGtid, PrimaryReads, ReadWriteSplit, ReadYourWrites, Route, RouteConfig, RouteInput,
+    SessionFacts, ToWriter, Transaction,
+};
 
 /// Which server family a backend is; their replication variables and GTIDs differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
