@@ -7,7 +7,7 @@ use crate::config::{
     format_duration, parse_duration, Config, ConfigError, PoolSize, SettingChange,
 };
 use crate::context::Context;
-use crate::session::registry::ClientPhase;
+use crate::registry::ClientPhase;
 
 use super::parser::LiveSetting;
 use super::show::{Cell, Kind, Table};

@@ -1,4 +1,4 @@
-//! Sockets: framing over TCP or a Unix socket (`stream`), the backend's address (`endpoint`),
+//! Sockets: framing over TCP or a Unix socket (`stream`, which connects to a `config::Endpoint`),
 //! the client-facing handshake (`client`), client TLS (`tls`), backend connections (`backend`)
 //! the per-address login backoff (`auth_failures`), the server's latest greeting
 //! (`server_info`) and what each backend account may do about CONNECTION_ID() (`identity`).
@@ -7,7 +7,6 @@
 pub mod auth_failures;
 pub mod backend;
 pub mod client;
-pub mod endpoint;
 pub mod identity;
 pub mod server_info;
 pub mod stmts;

@@ -6,7 +6,8 @@ mod acquire;
 pub mod commands;
 pub mod identity;
 pub mod prepared;
-pub mod registry;
+// Lives at the crate root (shared with `context` and the admin console); re-exported here.
+pub use crate::registry;
 pub mod relay;
 pub mod replay;
 pub mod state;
