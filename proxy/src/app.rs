@@ -252,9 +252,13 @@ async fn maintenance(ctx: Arc<Context>) {
 /// Reads the backend's greeting to learn its version string, capabilities and collation.
 async fn probe_backend(addr: &Endpoint, timeout: Duration) -> Option<Handshake> {
     let probe = async {
-        let mut stream = crate::conn::PacketStream::connect(addr, 1 << 20, crate::conn::stream::CLIENT_READ_CHUNK)
-            .await
-            .ok()?;
+        let mut stream = crate::conn::PacketStream::connect(
+            addr,
+            1 << 20,
+            crate::conn::stream::CLIENT_READ_CHUNK,
+        )
+        .await
+        .ok()?;
         let span = stream.next_packet().await.ok()??;
         let hs = Handshake::decode(&stream.payload(&span)).ok();
         stream.shutdown().await;

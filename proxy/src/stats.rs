@@ -5,7 +5,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-
 /// Why the `pool_size = auto` limit last changed (set by `pool::limiter`) (labels of the `sluice_pool_limit_changes_total` counter).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LimitReason {

@@ -6,7 +6,6 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
-
 /// A TOML scalar (string, integer, float or boolean) kept as text, so that every setting is
 /// parsed by the same code whether it came from the file, the environment or a flag.
 /// `pool_size = 8` and `pool_size = "8"` are therefore the same.

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use super::file::{FileUser, Scalar};
 use super::values::{
-    format_bytes, format_duration, is_off, parse_bool, parse_bytes, parse_duration,
-    parse_u32, Secret,
+    format_bytes, format_duration, is_off, parse_bool, parse_bytes, parse_duration, parse_u32,
+    Secret,
 };
 use super::Config;
 

@@ -156,8 +156,10 @@ impl BackendConn {
     async fn connect_inner(target: &BackendTarget, key: PoolKey) -> Result<BackendConn, Error> {
         let mut stream = PacketStream::connect(
             &target.addr,
-            target.max_payload, super::stream::BACKEND_READ_CHUNK)
-            .await?;
+            target.max_payload,
+            super::stream::BACKEND_READ_CHUNK,
+        )
+        .await?;
         let span = stream.expect_packet().await?;
         let greeting = stream.payload(&span).into_owned();
         let seq = span.last_seq;
@@ -532,10 +534,7 @@ pub fn query_payload(sql: &[u8]) -> Vec<u8> {
 }
 
 /// The identity probe (see `identity`): setting the variable to the connection's own id
-/// changes nothing but says
-/// whether the account may.
+/// changes nothing but says whether the account may.
 pub fn probe_sql(thread_id: u32) -> Vec<u8> {
-    query_payload(
-        format!("SET @@SESSION.pseudo_thread_id = {thread_id}").as_bytes(),
-    )
+    query_payload(format!("SET @@SESSION.pseudo_thread_id = {thread_id}").as_bytes())
 }

@@ -70,7 +70,10 @@ pub fn load_backend_tls(
 ) -> Result<Option<Arc<BackendTls>>, TlsError> {
     // A Unix socket never carries TLS: it is local, and MySQL counts it as secure transport
     // (validation refuses the modes that demand TLS with one).
-    let Some(host) = backend.tls_host().filter(|_| mode != BackendTlsMode::Disabled) else {
+    let Some(host) = backend
+        .tls_host()
+        .filter(|_| mode != BackendTlsMode::Disabled)
+    else {
         return Ok(None);
     };
     let server_name = ServerName::try_from(host.to_string())
