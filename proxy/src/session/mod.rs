@@ -105,10 +105,7 @@ pub async fn serve(ctx: Arc<Context>, socket: TcpStream) {
     let hello = match tokio::time::timeout(config.client_login_timeout, login).await {
         Ok(Ok(hello)) => hello,
         Ok(Err(e)) => {
-            let reason = match e {
-                HandshakeError::Rejected("access denied") => ClientCloseReason::AuthFailed,
-                _ => ClientCloseReason::HandshakeFailed,
-            };
+            let reason = e.close_reason();
             tracing::info!(client = id, %addr, %reason, "login failed: {e}");
             if let HandshakeError::Conn(conn::Error::Protocol(p)) = &e {
                 // Unframeable bytes (an oversized length, an HTTP request): say so, as MySQL
