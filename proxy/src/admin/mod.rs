@@ -30,7 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::context::Context;
 use crate::protocol::auth::random_nonce;
-use crate::protocol::ErrorCode;
+use crate::protocol::{codes, ErrorCode};
 use actions::AdminError;
 use auth::{AdminOutput, Denial};
 use parser::{AdminCommand, ShowWhat};
@@ -268,7 +268,7 @@ impl Console {
 /// so a code it cannot carry exactly, code and SQLSTATE, becomes ER_UNKNOWN_ERROR.
 pub fn console_error_kind(code: ErrorCode) -> ErrorKind {
     const OPENSRV_KNOWS: std::ops::RangeInclusive<u16> = 1000..=1885;
-    let fallback = ErrorKind::ER_UNKNOWN_ERROR;
+    let fallback = ErrorKind::from(codes::UNKNOWN_ERROR.code);
     if !OPENSRV_KNOWS.contains(&code.code) {
         return fallback;
     }
@@ -315,7 +315,6 @@ async fn write_table(results: QueryResultWriter<'_, Out>, table: &Table) -> io::
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::codes;
 
     #[test]
     fn every_console_code_reaches_opensrv_unchanged() {
