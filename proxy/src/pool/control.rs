@@ -117,8 +117,7 @@ impl Pool {
         if lane.login.as_ref() != Some(&login) {
             lane.conn = None;
         }
-        let mut init_db = vec![0x02];
-        init_db.extend_from_slice(db);
+        let init_db = crate::protocol::request::init_db(db);
         // A kept connection may have been closed by the server (wait_timeout, restart):
         // one more try on a fresh one.
         for _ in 0..2 {

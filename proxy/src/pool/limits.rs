@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use super::Pool;
 use crate::config::BackendLimit;
-use crate::conn::backend::query_payload;
 use crate::conn::{self, BackendConn};
+use crate::protocol::request::query as query_payload;
 use crate::protocol::{buf::Reader, ResponseKind, ResponseTracker};
 
 /// MySQL's and MariaDB's default `max_connections`, assumed until the server says otherwise.

@@ -1,13 +1,14 @@
 //! Pool upkeep, driven by `app::maintenance` and shutdown: idle and lifetime closes, health
-//! checks of idle backends, and closing everything at the end.
+//! checks of idle backends, and closing everything at the end. What happens to each
+//! backend is `recycle::decide`'s verdict.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::recycle::{self, ConnFacts, Occasion, Recycle};
 use super::Pool;
 use crate::conn::backend::PoolKey;
 use crate::conn::BackendConn;
-use crate::stats::BackendCloseReason;
 
 impl Pool {
     /// Closes idle backends that were unused for `idle_timeout`, keeping `min_idle` of the
@@ -15,12 +16,11 @@ impl Pool {
     /// `server_lifetime` (warm-up replaces them). A zero duration disables either.
     pub fn close_idle_older_than(&self, idle_timeout: Duration, min_idle: u32) -> usize {
         let now = Instant::now();
-        let lifetime =
-            Duration::from_secs(self.shared.lifetime_secs.load(Ordering::Relaxed) as u64);
         let warm = self.warm_key();
         let mut victims = Vec::new();
         {
             let mut b = self.lock();
+            let facts = self.facts(b.open);
             for (key, list) in b.idle.iter_mut() {
                 let mut keep = if Some(key) == warm.as_ref() {
                     list.len() as u32
@@ -30,17 +30,15 @@ impl Pool {
                 // Oldest first, so the kept ones are the most recently used.
                 let mut i = 0;
                 while i < list.len() {
-                    let expired = !idle_timeout.is_zero()
-                        && now.duration_since(list[i].last_used) >= idle_timeout;
-                    let too_old =
-                        !lifetime.is_zero() && now.duration_since(list[i].created) >= lifetime;
-                    if too_old || (expired && (keep > min_idle || keep == 0)) {
+                    let occasion = Occasion::IdleSweep {
+                        idle_expired: !idle_timeout.is_zero()
+                            && now.duration_since(list[i].last_used) >= idle_timeout,
+                        spare: keep > min_idle || keep == 0,
+                    };
+                    let verdict = recycle::decide(ConnFacts::of(&list[i], now), &facts, occasion);
+                    if let Recycle::Close(reason) = verdict {
                         let conn = list.remove(i);
-                        self.shared.stats.backend_closed(if too_old {
-                            BackendCloseReason::Lifetime
-                        } else {
-                            BackendCloseReason::IdleTimeout
-                        });
+                        self.shared.stats.backend_closed(reason);
                         victims.push(conn);
                         keep = keep.saturating_sub(1);
                     } else {
@@ -55,11 +53,13 @@ impl Pool {
                 let mut i = 0;
                 while i < list.len() {
                     let waited = now.duration_since(list[i].last_used);
-                    if !idle_timeout.is_zero() && waited >= idle_timeout {
+                    let occasion = Occasion::DeferredReset {
+                        waited_out: !idle_timeout.is_zero() && waited >= idle_timeout,
+                    };
+                    let verdict = recycle::decide(ConnFacts::of(&list[i], now), &facts, occasion);
+                    if let Recycle::Close(reason) = verdict {
                         victims.push(list.remove(i));
-                        self.shared
-                            .stats
-                            .backend_closed(BackendCloseReason::IdleTimeout);
+                        self.shared.stats.backend_closed(reason);
                     } else {
                         i += 1;
                     }
@@ -119,10 +119,11 @@ impl Pool {
     /// Returns a backend `take_idle_by_id` took out for a health check.
     fn give_back(&self, conn: BackendConn, healthy: bool) {
         self.shared.checking.fetch_sub(1, Ordering::Relaxed);
-        if healthy {
-            self.put_idle(conn);
-        } else {
-            self.close(conn, BackendCloseReason::HealthCheck);
+        let facts = self.facts(0);
+        let occasion = Occasion::HealthCheck { healthy };
+        match recycle::decide(ConnFacts::of(&conn, Instant::now()), &facts, occasion) {
+            Recycle::Close(reason) => self.close(conn, reason),
+            Recycle::Release | Recycle::Reset => self.put_idle(conn),
         }
     }
 
@@ -139,10 +140,13 @@ impl Pool {
             b.dirty_count = 0;
             all
         };
-        for _ in &idle {
-            self.shared
-                .stats
-                .backend_closed(BackendCloseReason::Shutdown);
+        let (now, facts) = (Instant::now(), self.facts(0));
+        for conn in &idle {
+            if let Recycle::Close(reason) =
+                recycle::decide(ConnFacts::of(conn, now), &facts, Occasion::Shutdown)
+            {
+                self.shared.stats.backend_closed(reason);
+            }
         }
         self.close_control();
         self.shared.freed.notify_waiters();

@@ -38,7 +38,7 @@ use crate::conn::server_info::ServerInfoCell;
 use crate::conn::{self, BackendConn};
 use crate::stats::{BackendCloseReason, RecycleOutcome, Stats};
 use outage::{Outage, OutageView};
-use recycle::{PoolFacts, Recycle};
+use recycle::{ConnFacts, Occasion, PoolFacts, Recycle};
 
 #[derive(Clone)]
 pub struct Pool {
@@ -241,12 +241,7 @@ impl Pool {
                     }
                 }
                 Plan::Open(evicted) => {
-                    if evicted.is_some() {
-                        self.shared
-                            .stats
-                            .backend_closed(BackendCloseReason::Evicted);
-                        drop(evicted);
-                    }
+                    self.evicted(evicted);
                     match self.open_new(key, target).await {
                         Err(Error::Connect { kind, .. }) if !kind.is_permanent() => continue,
                         other => return other,
@@ -380,12 +375,7 @@ impl Pool {
                 }
             }
         };
-        if evicted.is_some() {
-            self.shared
-                .stats
-                .backend_closed(BackendCloseReason::Evicted);
-        }
-        drop(evicted);
+        self.evicted(evicted);
         self.open_new(key, target).await
     }
 
@@ -463,16 +453,10 @@ impl Pool {
         conn.last_used = Instant::now();
         let facts = {
             let b = self.lock();
-            PoolFacts {
-                closed: self.shared.closed.load(Ordering::Relaxed),
-                open: b.open,
-                max_open: self.allowed_open(),
-                lifetime: Duration::from_secs(
-                    self.shared.lifetime_secs.load(Ordering::Relaxed) as u64
-                ),
-            }
+            self.facts(b.open)
         };
-        match recycle::decide(&conn, &facts, Instant::now()) {
+        let now = Instant::now();
+        match recycle::decide(ConnFacts::of(&conn, now), &facts, Occasion::Checkin) {
             Recycle::Release => {
                 self.shared.stats.recycled(RecycleOutcome::Release);
                 self.put_idle(conn);
@@ -486,6 +470,31 @@ impl Pool {
                 self.close(conn, reason);
             }
         }
+    }
+
+    /// What `recycle::decide` needs to know about the pool, with `open` read under the lock.
+    fn facts(&self, open: u32) -> PoolFacts {
+        PoolFacts {
+            closed: self.shared.closed.load(Ordering::Relaxed),
+            open,
+            max_open: self.allowed_open(),
+            lifetime: Duration::from_secs(self.shared.lifetime_secs.load(Ordering::Relaxed) as u64),
+        }
+    }
+
+    /// Counts the close of an evicted backend, whose place in `open` the caller reuses.
+    fn evicted(&self, victim: Option<BackendConn>) {
+        let Some(conn) = victim else {
+            return;
+        };
+        let now = Instant::now();
+        let facts = self.facts(0);
+        if let Recycle::Close(reason) =
+            recycle::decide(ConnFacts::of(&conn, now), &facts, Occasion::Evict)
+        {
+            self.shared.stats.backend_closed(reason);
+        }
+        drop(conn);
     }
 
     fn put_idle(&self, conn: BackendConn) {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::conn;
+use crate::protocol::codes;
 use crate::stats::ConnectFailure;
 
 /// First pause of the reconnect loop.
@@ -48,13 +49,32 @@ pub fn classify(e: &conn::Error) -> ConnectFailure {
         conn::Error::Timeout(_) => ConnectFailure::Timeout,
         // 1044 no access to the database, 1045 bad password, 1698 no such account for
         // this plugin, 1251/1275 auth protocol refused.
-        conn::Error::Server(err) => match err.code {
-            1044 | 1045 | 1698 | 1251 | 1275 => ConnectFailure::AccessDenied,
-            1049 => ConnectFailure::UnknownDatabase,
-            // Too many connections, host blocked, shutting down, server still starting.
-            1040 | 1203 | 1129 | 1053 | 1927 | 1184 => ConnectFailure::ServerBusy,
-            _ => ConnectFailure::ServerError,
-        },
+        conn::Error::Server(err) => {
+            let is = |list: &[codes::ErrorCode]| list.iter().any(|c| c.code == err.code);
+            if is(&[
+                codes::DBACCESS_DENIED,
+                codes::ACCESS_DENIED,
+                codes::ACCESS_DENIED_NO_PASSWORD,
+                codes::NOT_SUPPORTED_AUTH_MODE,
+                codes::SERVER_IS_IN_SECURE_AUTH_MODE,
+            ]) {
+                ConnectFailure::AccessDenied
+            } else if is(&[codes::BAD_DB]) {
+                ConnectFailure::UnknownDatabase
+            } else if is(&[
+                // Too many connections, host blocked, shutting down, server still starting.
+                codes::CON_COUNT,
+                codes::TOO_MANY_USER_CONNECTIONS,
+                codes::HOST_IS_BLOCKED,
+                codes::SHUTDOWN,
+                codes::CONNECTION_KILLED,
+                codes::NEW_ABORTING_CONNECTION,
+            ]) {
+                ConnectFailure::ServerBusy
+            } else {
+                ConnectFailure::ServerError
+            }
+        }
         conn::Error::Tls(_) | conn::Error::TlsUnavailable => ConnectFailure::Tls,
         conn::Error::Protocol(_)
         | conn::Error::Unexpected { .. }
@@ -215,17 +235,24 @@ mod tests {
     #[test]
     fn permanent_failures_do_not_mark_the_backend_down() {
         let o = Outage::default();
-        let denied = conn::Error::Server(ErrPacket::new(1045, "28000", "Access denied"));
+        let denied =
+            conn::Error::Server(ErrPacket::from_code(codes::ACCESS_DENIED, "Access denied"));
         let kind = classify(&denied);
         assert_eq!(kind, ConnectFailure::AccessDenied);
         assert!(kind.is_permanent());
         assert!(!o.failed("db:3306", kind, denied.to_string()));
         assert!(o.is_up());
         assert!(o.view().last_error.is_some());
-        let busy = conn::Error::Server(ErrPacket::new(1040, "08004", "Too many connections"));
+        let busy = conn::Error::Server(ErrPacket::from_code(
+            codes::CON_COUNT,
+            "Too many connections",
+        ));
         assert!(!classify(&busy).is_permanent());
         // The server answered: a refusal of this login's parameters is this client's alone.
-        let charset = conn::Error::Server(ErrPacket::new(1231, "42000", "character_set_client"));
+        let charset = conn::Error::Server(ErrPacket::from_code(
+            codes::WRONG_VALUE_FOR_VAR,
+            "character_set_client",
+        ));
         assert!(classify(&charset).is_permanent());
         assert!(!o.failed("db:3306", classify(&charset), charset.to_string()));
         assert!(o.is_up());

@@ -53,6 +53,22 @@ pub const UNKNOWN_STMT_HANDLER: ErrorCode = code(1243, "HY000");
 pub const UNSUPPORTED_PS: ErrorCode = code(1295, "HY000");
 /// ER_QUERY_INTERRUPTED: the statement was killed.
 pub const QUERY_INTERRUPTED: ErrorCode = code(1317, "70100");
+/// ER_DBACCESS_DENIED_ERROR: the account may not use that database.
+pub const DBACCESS_DENIED: ErrorCode = code(1044, "42000");
+/// ER_HOST_IS_BLOCKED: too many connection errors from this host.
+pub const HOST_IS_BLOCKED: ErrorCode = code(1129, "HY000");
+/// ER_NEW_ABORTING_CONNECTION: the server aborted the connection (often while starting).
+pub const NEW_ABORTING_CONNECTION: ErrorCode = code(1184, "08S01");
+/// ER_TOO_MANY_USER_CONNECTIONS: the account's max_user_connections is reached.
+pub const TOO_MANY_USER_CONNECTIONS: ErrorCode = code(1203, "42000");
+/// ER_NOT_SUPPORTED_AUTH_MODE: the client cannot speak the account's auth protocol.
+pub const NOT_SUPPORTED_AUTH_MODE: ErrorCode = code(1251, "08004");
+/// ER_SERVER_IS_IN_SECURE_AUTH_MODE: an old-style password refused.
+pub const SERVER_IS_IN_SECURE_AUTH_MODE: ErrorCode = code(1275, "HY000");
+/// ER_ACCESS_DENIED_NO_PASSWORD_ERROR: no such account for this plugin.
+pub const ACCESS_DENIED_NO_PASSWORD: ErrorCode = code(1698, "28000");
+/// ER_CONNECTION_KILLED (MariaDB): KILL CONNECTION ended this session.
+pub const CONNECTION_KILLED: ErrorCode = code(1927, "70100");
 /// ER_SECURE_TRANSPORT_REQUIRED: a plain client under `require_secure_transport`.
 pub const SECURE_TRANSPORT_REQUIRED: ErrorCode = code(3159, "HY000");
 // sluice's own conditions use 9001-9005, never the client-library range 2000-2999
@@ -96,6 +112,14 @@ mod tests {
             UNKNOWN_STMT_HANDLER,
             UNSUPPORTED_PS,
             QUERY_INTERRUPTED,
+            DBACCESS_DENIED,
+            HOST_IS_BLOCKED,
+            NEW_ABORTING_CONNECTION,
+            TOO_MANY_USER_CONNECTIONS,
+            NOT_SUPPORTED_AUTH_MODE,
+            SERVER_IS_IN_SECURE_AUTH_MODE,
+            ACCESS_DENIED_NO_PASSWORD,
+            CONNECTION_KILLED,
             SECURE_TRANSPORT_REQUIRED,
             BACKEND_UNREACHABLE,
             BACKEND_LOST,

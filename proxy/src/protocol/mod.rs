@@ -18,7 +18,10 @@
 //! | `session_gtid` | `GtidReport`: a write's GTID in the session-state block (MariaDB `last_gtid`, MySQL SESSION_TRACK_GTIDS) |
 //! | `err` | `ErrPacket` |
 //! | `eof` | `EofPacket` |
-//! | `prepare_ok` | `PrepareOk` |
+//! | `prepare_ok` | `PrepareOk`, `patch_stmt_id` |
+//! | `stmt_execute` | COM_STMT_EXECUTE layout: `layout`, `bound_types`, `with_types` |
+//! | `stmt_bulk_execute` | COM_STMT_BULK_EXECUTE types: `sent_types`, `with_types` |
+//! | `request` | payloads sluice builds: `query`, `init_db`, `set_option`, `stmt_prepare` |
 //! | `column_def` | `column_count`, `ColumnDef` (the name only), for results sluice reads itself |
 //! | `text_row` | `decode_text_row`: a text result row (lenenc strings, NULL) |
 //! | `text_result` | `TextResultReader`, `TextResult`: a small text result set read whole |
@@ -42,8 +45,11 @@ pub mod handshake;
 pub mod handshake_response;
 pub mod ok;
 pub mod prepare_ok;
+pub mod request;
 pub mod response;
 pub mod session_gtid;
+pub mod stmt_bulk_execute;
+pub mod stmt_execute;
 pub mod text_result;
 pub mod text_row;
 

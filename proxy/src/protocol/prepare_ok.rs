@@ -59,6 +59,15 @@ impl PrepareOk {
     }
 }
 
+/// Sets the statement id in a framed PREPARE_OK (`raw`: 4-byte header, then the payload)
+/// to `id`, as the client must see it. A PREPARE_OK is always a single-chunk packet; `raw`
+/// that is not one (an ERR, a truncated packet) is left as it is.
+pub fn patch_stmt_id(raw: &mut [u8], id: u32) {
+    if raw.len() >= 9 && raw[4] == HEADER {
+        raw[5..9].copy_from_slice(&id.to_le_bytes());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +111,22 @@ mod tests {
             assert_eq!(PrepareOk::decode(&MARIADB[..end]).unwrap().stmt_id, 1);
         }
         assert!(PrepareOk::decode(&[0xff, 0x28, 0x04]).is_err());
+    }
+
+    #[test]
+    fn patches_the_id_of_a_framed_prepare_ok_only() {
+        let mut raw = [&[12, 0, 0, 1][..], MARIADB].concat();
+        patch_stmt_id(&mut raw, 0x0A0B_0C0D);
+        assert_eq!(&raw[..5], &[12, 0, 0, 1, 0x00]);
+        assert_eq!(&raw[5..9], &[0x0D, 0x0C, 0x0B, 0x0A]);
+        assert_eq!(&raw[9..], &MARIADB[5..]);
+        // An ERR and a short packet pass unchanged.
+        let err = [9, 0, 0, 1, 0xff, 0x28, 0x04, b'#', b'4'];
+        let mut copy = err;
+        patch_stmt_id(&mut copy, 7);
+        assert_eq!(copy, err);
+        let mut short = [1, 0, 0, 1, 0x00];
+        patch_stmt_id(&mut short, 7);
+        assert_eq!(short, [1, 0, 0, 1, 0x00]);
     }
 }

@@ -3,6 +3,7 @@
 //! (`pool::places`). The one rule for when a session may release its backend lives here
 //! (`release_if_possible`). A login's default-database check uses none of them.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::registry::ClientPhase;
@@ -23,7 +24,7 @@ impl Session {
     /// Checked on a control connection: a login never waits for an execution slot or a
     /// pool connection, however many sessions are pinned or queued.
     pub(super) async fn select_database(&mut self, db: Vec<u8>) -> Result<(), ErrPacket> {
-        let config = self.ctx.config();
+        let config = Arc::clone(&self.config);
         let deadline = Instant::now() + config.client_login_timeout;
         let checked = self
             .ctx
@@ -58,7 +59,7 @@ impl Session {
         let Some(reason) = rules.and_then(Rules::pin_ahead) else {
             return Ok(());
         };
-        let wait = self.ctx.config().pin_wait;
+        let wait = self.config.pin_wait;
         match self.ctx.pool.pin_place(Hold::Pin(reason), wait).await {
             Ok(place) => {
                 self.place = Some(place);
@@ -83,7 +84,7 @@ impl Session {
     }
 
     async fn acquire_inner(&mut self) -> Result<(), ErrPacket> {
-        let config = self.ctx.config();
+        let config = Arc::clone(&self.config);
         let mut deadline = Instant::now() + config.queue_timeout;
         if !self.ctx.pool.backend_up() {
             // During an outage nobody waits longer than backend_down_wait, in the slot
@@ -195,10 +196,10 @@ impl Session {
                 .open_fresh(
                     &self.key,
                     &self.target,
-                    Instant::now() + self.ctx.config().backend_down_wait,
+                    Instant::now() + self.config.backend_down_wait,
                 )
                 .await
-                .map_err(|e| pool_error_packet(&e, &self.ctx.config()))?;
+                .map_err(|e| pool_error_packet(&e, &self.config))?;
             self.take_backend(fresh);
             return Box::pin(self.sync_backend()).await;
         }
@@ -309,7 +310,7 @@ impl Session {
         if matches!(e, pool::Error::QueueTimeout { .. }) {
             Stats::incr(&self.ctx.stats.queue_timeouts);
         }
-        pool_error_packet(e, &self.ctx.config())
+        pool_error_packet(e, &self.config)
     }
 }
 
@@ -375,7 +376,7 @@ pub fn pool_error_packet(e: &pool::Error, config: &crate::config::Config) -> Err
             )
             .as_bytes(),
         ),
-        pool::Error::Closed => ErrPacket::new(1053, "08S01", b"Server shutdown in progress: sluice is stopping"),
+        pool::Error::Closed => ErrPacket::from_code(codes::SHUTDOWN, b"Server shutdown in progress: sluice is stopping"),
     }
 }
 

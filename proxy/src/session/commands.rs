@@ -10,11 +10,13 @@ use super::prepared::StmtCmd;
 use super::state::Rules;
 use super::{framed, Flow, Session, Step};
 use crate::classify::{classify, KillTarget};
-use crate::conn::backend::{query_payload, BackendConn, Health, PoolKey};
+use crate::conn::backend::{BackendConn, Health, PoolKey};
 use crate::conn::client::Reauth;
 use crate::protocol::frame::LogicalSpan;
+use crate::protocol::request::query as query_payload;
 use crate::protocol::{
-    ChangeUser, Command, ErrPacket, ResponseKind, ResponseSummary, SessionStateChange, StatusFlags,
+    codes, ChangeUser, Command, ErrPacket, ResponseKind, ResponseSummary, SessionStateChange,
+    StatusFlags,
 };
 use crate::stats::{ClientCloseReason, PinReason};
 
@@ -26,7 +28,7 @@ impl Session {
             Ok(cmd) => cmd,
             Err(e) => {
                 let msg = format!("Malformed command packet ({e}); the session continues");
-                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes()))
+                self.reply_err(1, &ErrPacket::from_code(codes::UNKNOWN_COM, msg.as_bytes()))
                     .await?;
                 return Ok(Flow::Continue);
             }
@@ -81,13 +83,13 @@ impl Session {
                     "sluice does not support {code:?} (replication and administrative protocol commands \
                      must go to the MySQL server directly); the session continues"
                 );
-                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes()))
+                self.reply_err(1, &ErrPacket::from_code(codes::UNKNOWN_COM, msg.as_bytes()))
                     .await?;
                 Ok(Flow::Continue)
             }
             Command::Unknown(byte) => {
                 let msg = format!("Unknown command 0x{byte:02x}; the session continues");
-                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes()))
+                self.reply_err(1, &ErrPacket::from_code(codes::UNKNOWN_COM, msg.as_bytes()))
                     .await?;
                 Ok(Flow::Continue)
             }
@@ -213,7 +215,7 @@ impl Session {
             1 => false,
             _ => {
                 let msg = format!("Unknown COM_SET_OPTION value {option}; the session continues");
-                self.reply_err(1, &ErrPacket::new(1047, "08S01", msg.as_bytes()))
+                self.reply_err(1, &ErrPacket::from_code(codes::UNKNOWN_COM, msg.as_bytes()))
                     .await?;
                 return Ok(Flow::Continue);
             }
@@ -222,7 +224,7 @@ impl Session {
         if let Some(b) = self.backend.as_mut() {
             // A session that keeps its backend (transaction, pin) gets it there right away.
             match b
-                .run_simple(&crate::conn::backend::set_option_payload(on))
+                .run_simple(&crate::protocol::request::set_option(on))
                 .await
             {
                 Ok(Ok(_)) => b.state.multi_statements = on,
@@ -291,12 +293,12 @@ impl Session {
         let Ok(req) = ChangeUser::decode(body, self.caps) else {
             self.reply_err(
                 1,
-                &ErrPacket::new(1043, "08S01", b"Bad COM_CHANGE_USER packet"),
+                &ErrPacket::from_code(codes::HANDSHAKE, b"Bad COM_CHANGE_USER packet"),
             )
             .await?;
             return Ok(Flow::Continue);
         };
-        let config = self.ctx.config();
+        let config = std::sync::Arc::clone(&self.config);
         let outcome = self
             .ctx
             .handshake
@@ -349,13 +351,16 @@ impl Session {
             .and_then(|id| self.ctx.registry.get(id));
         let Some(victim) = victim else {
             let msg = format!("Unknown thread id: {id}");
-            self.reply_err(1, &ErrPacket::new(1094, "HY000", msg.as_bytes()))
-                .await?;
+            self.reply_err(
+                1,
+                &ErrPacket::from_code(codes::NO_SUCH_THREAD, msg.as_bytes()),
+            )
+            .await?;
             return Ok(Flow::Continue);
         };
         if victim.user() != self.user.name {
             let msg = format!("You are not owner of thread {id}");
-            self.reply_err(1, &ErrPacket::new(1095, "HY000", msg.as_bytes()))
+            self.reply_err(1, &ErrPacket::from_code(codes::KILL_DENIED, msg.as_bytes()))
                 .await?;
             return Ok(Flow::Continue);
         }
@@ -370,8 +375,11 @@ impl Session {
         if whole {
             victim.kill.cancel();
             if victim.id == self.reg.info.id {
-                self.reply_err(1, &ErrPacket::new(1927, "70100", b"Connection was killed"))
-                    .await?;
+                self.reply_err(
+                    1,
+                    &ErrPacket::from_code(codes::CONNECTION_KILLED, b"Connection was killed"),
+                )
+                .await?;
                 return Err(ClientCloseReason::Killed);
             }
         }
@@ -423,7 +431,7 @@ async fn kill_running_statement(
     match control.run_simple(&query_payload(sql.as_bytes())).await? {
         Ok(_) => Ok(()),
         // 1094 Unknown query id: the statement ended meanwhile, nothing to kill.
-        Err(e) if e.code == 1094 => Ok(()),
+        Err(e) if e.code == codes::NO_SUCH_THREAD.code => Ok(()),
         Err(e) => Err(crate::conn::Error::Server(e)),
     }
 }

@@ -12,8 +12,9 @@
 //! statement with such a call is cached per client (its backend key is the rewritten text).
 
 use crate::classify::{Classification, IdCall};
-use crate::conn::backend::{query_payload, Health};
+use crate::conn::backend::Health;
 use crate::conn::identity::IdentityMode;
+use crate::protocol::request::query as query_payload;
 
 use super::state::Presents;
 use super::Session;

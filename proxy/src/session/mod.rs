@@ -4,6 +4,7 @@
 
 mod acquire;
 pub mod commands;
+pub mod errors;
 pub mod identity;
 pub mod prepared;
 // Lives at the crate root (shared with `context` and the admin console); re-exported here.
@@ -20,13 +21,13 @@ use bytes::{Bytes, BytesMut};
 use tokio::net::TcpStream;
 
 use crate::classify::Classification;
-use crate::config::UserConfig;
+use crate::config::{Config, UserConfig};
 use crate::conn::backend::{BackendTarget, Health, PoolKey};
 use crate::conn::client::{send_err, ClientHello, HandshakeError};
 use crate::conn::{self, PacketStream};
 use crate::context::{backend_target, Context};
 use crate::pool::{PinPlace, PooledBackend, Slot};
-use crate::protocol::{codes, flags, Capabilities, ErrPacket, OkPacket, ResponseKind};
+use crate::protocol::{flags, Capabilities, ErrPacket, OkPacket, ResponseKind};
 use crate::stats::{ClientCloseReason, Stats};
 pub use acquire::pool_error_packet;
 use registry::{ClientPhase, Registration};
@@ -44,6 +45,9 @@ pub type Step = Result<Flow, ClientCloseReason>;
 
 pub struct Session {
     ctx: Arc<Context>,
+    /// The config this command runs under: taken from `ctx` once per command (`run`), so a
+    /// statement sees one consistent config and takes the config lock once.
+    config: Arc<Config>,
     client: PacketStream,
     /// Capabilities negotiated with the client.
     caps: Capabilities,
@@ -87,16 +91,8 @@ pub async fn serve(ctx: Arc<Context>, socket: TcpStream) {
         .registry
         .register(addr.clone(), config.max_client_connections)
     else {
-        let msg = format!(
-            "Too many connections: sluice accepts at most max_client_connections={} clients",
-            config.max_client_connections
-        );
-        send_err(
-            &mut client,
-            0,
-            &ErrPacket::new(1040, "08004", msg.as_bytes()),
-        )
-        .await;
+        let err = errors::too_many_clients(config.max_client_connections);
+        send_err(&mut client, 0, &err).await;
         ctx.stats.client_closed(ClientCloseReason::TooManyClients);
         return;
     };
@@ -110,13 +106,7 @@ pub async fn serve(ctx: Arc<Context>, socket: TcpStream) {
             if let HandshakeError::Conn(conn::Error::Protocol(p)) = &e {
                 // Unframeable bytes (an oversized length, an HTTP request): say so, as MySQL
                 // does, before closing. The client's response would have been packet 1.
-                let msg = format!("Bad handshake: {p}");
-                send_err(
-                    &mut client,
-                    2,
-                    &ErrPacket::new(1043, "08S01", msg.as_bytes()),
-                )
-                .await;
+                send_err(&mut client, 2, &errors::bad_handshake(p)).await;
             }
             ctx.stats.client_closed(reason);
             return;
@@ -128,7 +118,7 @@ pub async fn serve(ctx: Arc<Context>, socket: TcpStream) {
         }
     };
     tracing::info!(client = id, %addr, user = %hello.user.name, "client connected");
-    let reason = Session::new(ctx.clone(), client, hello.clone_meta(), reg)
+    let reason = Session::new(ctx.clone(), config, client, hello.clone_meta(), reg)
         .start(hello)
         .await;
     tracing::info!(client = id, %reason, "client disconnected");
@@ -144,11 +134,11 @@ impl ClientHello {
 impl Session {
     fn new(
         ctx: Arc<Context>,
+        config: Arc<Config>,
         client: PacketStream,
         (caps, collation, user): (Capabilities, u8, UserConfig),
         reg: Registration,
     ) -> Session {
-        let config = ctx.config();
         let target = backend_target(&config, &user, &ctx);
         let key = PoolKey {
             user: Arc::from(target.user.as_str()),
@@ -161,6 +151,7 @@ impl Session {
         Session {
             hard_stop: Box::pin(ctx.hard_stop.child_token().cancelled_owned()),
             ctx,
+            config,
             client,
             caps,
             user,
@@ -208,14 +199,13 @@ impl Session {
             if let Err(reason) = self.flush_response().await {
                 return reason;
             }
-            let stall = self.ctx.config().client_login_timeout;
+            // The previous command's config: a reload applies from the next command on.
+            let stall = self.config.client_login_timeout;
             self.client.trim();
             let next = tokio::select! {
                 r = self.client.next_packet_within(stall) => r,
-                _ = &mut shutdown => return self.goodbye(1053, "08S01",
-                    "Server shutdown in progress: sluice is stopping; reconnect to another instance").await,
-                _ = &mut killed => return self.goodbye(1927, "70100",
-                    "Connection was killed").await,
+                _ = &mut shutdown => return self.goodbye(errors::shutdown(), ClientCloseReason::Shutdown).await,
+                _ = &mut killed => return self.goodbye(errors::killed(), ClientCloseReason::Killed).await,
             };
             let span = match next {
                 Ok(Some(span)) => span,
@@ -223,14 +213,11 @@ impl Session {
                 Err(e) => return self.protocol_error(e).await,
             };
             if span.first_seq != 0 {
-                let msg = format!(
-                    "Got packets out of order: a command must start with sequence id 0, got {}",
-                    span.first_seq
-                );
-                return self
-                    .fatal(1156, "08S01", &msg, span.last_seq.wrapping_add(1))
-                    .await;
+                let err = errors::command_out_of_order(span.first_seq);
+                return self.fatal(&err, span.last_seq.wrapping_add(1)).await;
             }
+            // The one config lock of this command: everything it does reads `self.config`.
+            self.config = self.ctx.config();
             let packet = self.client.take(&span);
             match self.dispatch(packet, span).await {
                 Ok(Flow::Continue) => {}
@@ -247,7 +234,7 @@ impl Session {
         if self.client.queued() == 0 {
             return Ok(());
         }
-        let timeout = self.ctx.config().client_write_timeout;
+        let timeout = self.config.client_write_timeout;
         tokio::select! {
             r = self.client.flush(Some(timeout)) => r.map_err(|e| match e {
                 conn::Error::Timeout(_) => ClientCloseReason::WriteTimeout,
@@ -303,7 +290,7 @@ impl Session {
     ) -> Result<Option<crate::protocol::ResponseSummary>, ClientCloseReason> {
         let opts = RelayOptions {
             strip_session_track: !self.caps.contains(Capabilities::CLIENT_SESSION_TRACK),
-            client_write_timeout: self.ctx.config().client_write_timeout,
+            client_write_timeout: self.config.client_write_timeout,
             rewrite_stmt_id,
         };
         let Some(backend) = self.backend.as_mut() else {
@@ -359,20 +346,8 @@ impl Session {
         let lost_state = self.state.needs_backend();
         self.state.reset_transaction();
         self.release_if_possible();
-        let msg = format!(
-            "Lost connection to backend {} during query; {}",
-            self.target.addr,
-            if lost_state {
-                "the open transaction or session state is gone, reconnect"
-            } else {
-                "the statement may or may not have run, the next one gets a fresh backend"
-            }
-        );
-        self.reply_err(
-            next_seq,
-            &ErrPacket::from_code(codes::BACKEND_LOST, msg.as_bytes()),
-        )
-        .await?;
+        let err = errors::backend_lost(&self.target.addr.to_string(), lost_state);
+        self.reply_err(next_seq, &err).await?;
         if lost_state {
             Err(ClientCloseReason::BackendLost)
         } else {
@@ -400,14 +375,14 @@ impl Session {
             .map_err(|_| ClientCloseReason::Eof)
     }
 
-    async fn fatal(&mut self, code: u16, state: &str, msg: &str, seq: u8) -> ClientCloseReason {
-        tracing::info!(client = self.reg.info.id, code, "closing client: {msg}");
-        send_err(
-            &mut self.client,
-            seq,
-            &ErrPacket::new(code, state, msg.as_bytes()),
-        )
-        .await;
+    async fn fatal(&mut self, err: &ErrPacket, seq: u8) -> ClientCloseReason {
+        tracing::info!(
+            client = self.reg.info.id,
+            code = err.code,
+            "closing client: {}",
+            String::from_utf8_lossy(&err.message)
+        );
+        send_err(&mut self.client, seq, err).await;
         ClientCloseReason::ProtocolError
     }
 
@@ -415,44 +390,23 @@ impl Session {
         use crate::protocol::Error as P;
         match e {
             conn::Error::Protocol(P::PacketTooLarge { len, max }) => {
-                let msg = format!(
-                    "Got a packet bigger than 'max_allowed_packet' bytes ({len} > {max}); raise max_allowed_packet in sluice and the server"
-                );
-                self.fatal(1153, "08S01", &msg, 1).await
+                self.fatal(&errors::packet_too_large(len, max), 1).await
             }
             conn::Error::Protocol(P::SequenceMismatch { expected, got }) => {
-                let msg = format!(
-                    "Got packets out of order (expected sequence id {expected}, got {got})"
-                );
-                self.fatal(1156, "08S01", &msg, got.wrapping_add(1)).await
+                let err = errors::packets_out_of_order(expected, got);
+                self.fatal(&err, got.wrapping_add(1)).await
             }
-            conn::Error::Timeout(_) => {
-                self.fatal(
-                    1159,
-                    "08S01",
-                    "Got timeout reading communication packets: the client stalled mid-packet",
-                    1,
-                )
-                .await
-            }
+            conn::Error::Timeout(_) => self.fatal(&errors::read_timeout(), 1).await,
             conn::Error::Truncated | conn::Error::Closed => ClientCloseReason::Eof,
             _ => ClientCloseReason::IoError,
         }
     }
 
-    async fn goodbye(&mut self, code: u16, state: &str, msg: &str) -> ClientCloseReason {
-        send_err(
-            &mut self.client,
-            0,
-            &ErrPacket::new(code, state, msg.as_bytes()),
-        )
-        .await;
+    /// Ends the session between statements (shutdown, KILL) with `err` and `reason`.
+    async fn goodbye(&mut self, err: ErrPacket, reason: ClientCloseReason) -> ClientCloseReason {
+        send_err(&mut self.client, 0, &err).await;
         self.client.shutdown().await;
-        if code == 1927 {
-            ClientCloseReason::Killed
-        } else {
-            ClientCloseReason::Shutdown
-        }
+        reason
     }
 }
 

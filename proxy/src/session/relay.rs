@@ -75,11 +75,8 @@ pub async fn relay(
                 .rewrite_stmt_id
                 .filter(|_| kind == ResponseKind::Prepare && next_seq == 1)
             {
-                // PREPARE_OK: 0x00, then the 4-byte statement id (always a single-chunk packet).
                 let mut raw = backend.stream.raw(&span).to_vec();
-                if raw.len() >= 9 && raw[4] == 0x00 {
-                    raw[5..9].copy_from_slice(&id.to_le_bytes());
-                }
+                crate::protocol::prepare_ok::patch_stmt_id(&mut raw, id);
                 client.queue_raw(&raw);
             } else if opts.strip_session_track && matches!(feed, Feed::ContinueOk | Feed::DoneOk) {
                 scratch.clear();

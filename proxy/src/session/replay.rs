@@ -3,6 +3,7 @@
 //! when the multi-statements option differs.
 
 use crate::conn::backend::MovableState;
+use crate::protocol::request;
 
 /// The commands (COM_QUERY / COM_INIT_DB payloads) that turn `have` into `want`, or an empty
 /// list when they already agree. Variables `have` set that `want` did not are put back to
@@ -22,22 +23,18 @@ pub fn replay_commands(have: &MovableState, want: &MovableState) -> Vec<Vec<u8>>
         }
     }
     if !set.is_empty() {
-        let mut q = Vec::with_capacity(set.len() + 5);
-        q.push(0x03);
-        q.extend_from_slice(b"SET ");
-        q.extend_from_slice(&set);
-        cmds.push(q);
+        let mut sql = Vec::with_capacity(set.len() + 4);
+        sql.extend_from_slice(b"SET ");
+        sql.extend_from_slice(&set);
+        cmds.push(request::query(&sql));
     }
     if have.schema != want.schema {
         if let Some(db) = &want.schema {
-            let mut p = Vec::with_capacity(db.len() + 1);
-            p.push(0x02);
-            p.extend_from_slice(db);
-            cmds.push(p);
+            cmds.push(request::init_db(db));
         }
     }
     if have.multi_statements != want.multi_statements {
-        cmds.push(crate::conn::backend::set_option_payload(want.multi_statements).to_vec());
+        cmds.push(request::set_option(want.multi_statements).to_vec());
     }
     cmds
 }
