@@ -48,11 +48,18 @@ bench-quick *ARGS:
 report DIR:
     cargo run --release -p loadgen -- report {{DIR}}
 
-# Pass crate dirs and flags, e.g. `just cycles proxy --depth=1`; the rule is in
-# scripts/module-cycles.py (no module may name one that names it back).
-# Import cycles between a crate's modules (default: loadgen).
-cycles *ARGS="loadgen":
-    python3 scripts/module-cycles.py {{ARGS}}
+# Import cycles between a crate's modules; the rule is in scripts/module-cycles.py (no module
+# may name one that names it back). With no arguments: both crates, proxy and loadgen, in both
+# modes (`--allow-parent`: submodules, a child may use its parent; `--depth=1`: top-level
+# modules). Or pass crate dirs and flags, e.g. `just cycles proxy --depth=1`.
+cycles *ARGS:
+    #!/usr/bin/env bash
+    set -uo pipefail
+    if [ -n "{{ARGS}}" ]; then exec python3 scripts/module-cycles.py {{ARGS}}; fi
+    rc=0
+    python3 scripts/module-cycles.py proxy loadgen --allow-parent || rc=1
+    python3 scripts/module-cycles.py proxy loadgen --depth=1 || rc=1
+    exit $rc
 
 # Lint and format check.
 lint:

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Endpoint};
 use crate::conn::client::HandshakeContext;
 use crate::conn::server_info::{ServerInfo, ServerInfoCell};
 use crate::context::Context;
@@ -250,12 +250,15 @@ async fn maintenance(ctx: Arc<Context>) {
 }
 
 /// Reads the backend's greeting to learn its version string, capabilities and collation.
-async fn probe_backend(addr: &str, timeout: Duration) -> Option<Handshake> {
+async fn probe_backend(addr: &Endpoint, timeout: Duration) -> Option<Handshake> {
     let probe = async {
-        let mut stream = crate::conn::endpoint::Endpoint::parse(addr)
-            .connect(1 << 20, crate::conn::stream::CLIENT_READ_CHUNK)
-            .await
-            .ok()?;
+        let mut stream = crate::conn::PacketStream::connect(
+            addr,
+            1 << 20,
+            crate::conn::stream::CLIENT_READ_CHUNK,
+        )
+        .await
+        .ok()?;
         let span = stream.next_packet().await.ok()??;
         let hs = Handshake::decode(&stream.payload(&span)).ok();
         stream.shutdown().await;

@@ -5,45 +5,17 @@
 //! It runs for the proxy's whole life and only acts while the config in force says `auto`,
 //! so `SET pool_size = auto` / `= 8` on the admin console switch it on and off live.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::{Config, PoolSize};
+use crate::config::PoolSize;
 use crate::context::Context;
-use crate::pool::limiter::{Change, LimitReason, Limiter, Sample, Tuning};
+use crate::pool::limiter::{Change, LimitStatus, Limiter, Sample, Tuning};
+use crate::stats::LimitReason;
 
 /// One limiter decision per tick: short enough to reach the knee within seconds, long
 /// enough for a few dozen statements of a typical OLTP mix to finish.
 pub const TICK: Duration = Duration::from_millis(250);
-
-/// What SHOW POOLS and `/metrics` show about the automatic limit.
-#[derive(Clone, Debug, Default)]
-pub struct LimitStatus {
-    /// `pool_size = auto` is in force.
-    pub auto: bool,
-    /// The limiter's explanation of its last decision.
-    pub reason: String,
-}
-
-/// Shared between the driver and the readers.
-#[derive(Default)]
-pub struct LimitState(Mutex<LimitStatus>);
-
-impl LimitState {
-    pub fn get(&self) -> LimitStatus {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-    fn set(&self, status: LimitStatus) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = status;
-    }
-}
-
-/// `[min, max]` for the limit: `max_pool_size`, and never more slots than backends allowed
-/// (`max_open`: max_backend_connections in force).
-pub fn bounds(config: &Config, max_open: u32) -> (u32, u32) {
-    let max = config.max_pool_size.min(max_open).max(1);
-    (config.min_pool_size.clamp(1, max), max)
-}
 
 /// Runs until shutdown.
 pub async fn run(ctx: Arc<Context>) {
@@ -68,7 +40,7 @@ pub async fn run(ctx: Arc<Context>) {
             }
             continue;
         }
-        let (min, max) = bounds(&config, ctx.pool.cap_for(config.max_backend_connections));
+        let (min, max) = config.pool_bounds(ctx.pool.cap_for(config.max_backend_connections));
         let l = limiter.get_or_insert_with(|| {
             let l = Limiter::new(min, max, slots.size(), Tuning::default());
             apply(

@@ -7,7 +7,9 @@
 
 mod cli;
 mod docs;
+mod endpoint;
 mod file;
+mod read;
 mod settings;
 mod validate;
 mod values;
@@ -23,8 +25,9 @@ use std::time::Duration;
 
 pub use cli::{Cli, ACTION_FLAGS};
 pub use docs::{config_docs_markdown, example_toml};
-pub use file::{FileConfig, FileUser, Scalar};
-pub use settings::{setting, SettingArgs, SettingDoc, SETTINGS};
+pub use endpoint::Endpoint;
+pub use file::{FileUser, Scalar};
+pub use settings::{setting, FileConfig, SettingArgs, SettingDoc, SETTINGS};
 pub use values::{
     format_duration, parse_bytes, parse_duration, AuthPluginName, BackendLimit, BackendTlsMode,
     LogFormat, PoolSize, Secret,
@@ -95,7 +98,7 @@ impl UserConfig {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
-    pub backend: String,
+    pub backend: Endpoint,
     pub users: Vec<UserConfig>,
     pub backend_user: Option<String>,
     pub backend_password: Option<Secret>,
@@ -196,6 +199,13 @@ impl Overrides {
 }
 
 impl Config {
+    /// `[min, max]` for the `pool_size = auto` limit: `max_pool_size`, and never more slots
+    /// than backends allowed (`max_open`: max_backend_connections in force).
+    pub fn pool_bounds(&self, max_open: u32) -> (u32, u32) {
+        let max = self.max_pool_size.min(max_open).max(1);
+        (self.min_pool_size.clamp(1, max), max)
+    }
+
     /// Built-in defaults with no users (not valid on its own).
     pub fn defaults() -> Config {
         let mut cfg = Config::blank();
@@ -215,7 +225,8 @@ impl Config {
     pub fn for_backend(backend: impl Into<String>, user: &str, password: &str) -> Config {
         let mut cfg = Config::defaults();
         cfg.listen = SocketAddr::from(([127, 0, 0, 1], 0));
-        cfg.backend = backend.into();
+        // Unchecked, like every field set in code; `backend` read as a setting is checked.
+        cfg.backend = Endpoint::parse(&backend.into());
         cfg.users = vec![UserConfig::new(user, password)];
         cfg
     }
@@ -236,7 +247,7 @@ impl Config {
 
     /// The settings in a TOML text over the defaults, validated (no file, env or flags).
     pub fn from_toml_str(s: &str) -> Result<Config, ConfigError> {
-        let file = file::parse(s, Path::new("<string>"))?;
+        let file = read::parse(s, Path::new("<string>"))?;
         merge(Some((&file, Path::new("<string>"))), None, Arc::default())
     }
 
@@ -298,7 +309,7 @@ impl Config {
     fn blank() -> Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            backend: String::new(),
+            backend: Endpoint::default(),
             users: Vec::new(),
             backend_user: None,
             backend_password: None,
@@ -355,7 +366,7 @@ fn path_text(p: &Option<PathBuf>) -> String {
 fn build(path: Option<PathBuf>, overrides: Arc<Overrides>) -> Result<Config, ConfigError> {
     match path {
         Some(path) => {
-            let (file, plaintext) = file::read(&path)?;
+            let (file, plaintext) = read::read(&path)?;
             let mut cfg = merge(Some((&file, &path)), Some(path.clone()), overrides)?;
             cfg.file_has_plaintext_password = plaintext;
             Ok(cfg)

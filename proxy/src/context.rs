@@ -10,7 +10,7 @@ use crate::conn::backend::{BackendTarget, PoolKey};
 use crate::conn::client::HandshakeContext;
 use crate::conn::tls::BackendTls;
 use crate::pool::{Pool, PoolSettings};
-use crate::session::registry::Registry;
+use crate::registry::Registry;
 use crate::stats::Stats;
 
 pub struct Context {
@@ -30,7 +30,7 @@ pub struct Context {
     /// TLS towards the backend, built once at start (`backend_tls` is not live).
     pub backend_tls: Option<Arc<BackendTls>>,
     /// `pool_size = auto`: whether it is on and why the limit last moved.
-    pub limit: crate::autosize::LimitState,
+    pub limit: crate::pool::limiter::LimitState,
     /// Per backend account: how CONNECTION_ID() shows the client's id (SHOW SERVERS).
     pub identity: Arc<crate::conn::identity::IdentityModes>,
 }
@@ -75,7 +75,7 @@ impl Context {
         if config.pool_size == PoolSize::Auto {
             // The limiter owns the size: keep what it found (within the new bounds).
             let cap = self.pool.cap_for(config.max_backend_connections);
-            let (min, max) = crate::autosize::bounds(&config, cap);
+            let (min, max) = config.pool_bounds(cap);
             settings.pool_size = self.pool.slots().size().clamp(min, max);
         }
         self.pool.apply(&settings);
@@ -137,7 +137,7 @@ pub fn initial_pool_size(config: &Config) -> u32 {
         // Before the pool knows the server: a fixed cap, or none yet.
         PoolSize::Auto => {
             let cap = config.max_backend_connections.fixed().unwrap_or(u32::MAX);
-            crate::autosize::bounds(config, cap).0
+            config.pool_bounds(cap).0
         }
     }
 }

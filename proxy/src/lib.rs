@@ -12,7 +12,7 @@
 //! - [`classify`]: the only code that reads SQL text.
 //! - [`config`]: the validated configuration (default < file < env < flags).
 //! - [`app`]: `Proxy::bind`, accept loop, shutdown; [`autosize`] drives `pool_size = auto`.
-//! - [`stats`]: counters and reason enums.
+//! - [`stats`]: counters and reason enums; [`registry`]: every live client session.
 //! - [`topology`]: replication roles, GTID positions and replica choice (pure; not wired in yet).
 //! - [`admin`], [`metrics`], [`latency`]: the admin console, `/metrics`, latency histograms.
 
@@ -27,6 +27,7 @@ pub mod latency;
 pub mod metrics;
 pub mod pool;
 pub mod protocol;
+pub mod registry;
 pub mod session;
 pub mod stats;
 pub mod topology;

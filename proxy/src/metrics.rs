@@ -22,8 +22,8 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::context::Context;
 use crate::latency::Snapshot;
-use crate::pool::limiter::LimitReason;
-use crate::session::registry::ClientPhase;
+use crate::registry::ClientPhase;
+use crate::stats::LimitReason;
 use crate::stats::{
     BackendCloseReason, ClientCloseReason, ConnectFailure, PinReason, RecycleOutcome,
 };

@@ -5,7 +5,54 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::pool::limiter::LimitReason;
+/// Why the `pool_size = auto` limit last changed (set by `pool::limiter`) (labels of the `sluice_pool_limit_changes_total` counter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LimitReason {
+    /// Started at `min_pool_size`, or `auto` was switched on.
+    Start,
+    /// Trying a larger limit.
+    ProbeUp,
+    /// Trying a smaller limit (periodic, or because the server slowed down).
+    ProbeDown,
+    /// An up probe added latency without throughput: back to the previous limit.
+    BackOff,
+    /// A down probe cost throughput: back to the previous limit.
+    Restore,
+    /// `min_pool_size`, `max_pool_size` or `max_backend_connections` changed.
+    Bounds,
+}
+
+impl LimitReason {
+    pub const ALL: &'static [LimitReason] = &[
+        LimitReason::Start,
+        LimitReason::ProbeUp,
+        LimitReason::ProbeDown,
+        LimitReason::BackOff,
+        LimitReason::Restore,
+        LimitReason::Bounds,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            LimitReason::Start => "start",
+            LimitReason::ProbeUp => "probe_up",
+            LimitReason::ProbeDown => "probe_down",
+            LimitReason::BackOff => "back_off",
+            LimitReason::Restore => "restore",
+            LimitReason::Bounds => "bounds",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for LimitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
 
 macro_rules! reason_enum {
     ($(#[$m:meta])* $name:ident { $($variant:ident => $label:literal),+ $(,)? }) => {

@@ -7,12 +7,13 @@ use crate::config::{
     format_duration, parse_duration, Config, ConfigError, PoolSize, SettingChange,
 };
 use crate::context::Context;
-use crate::session::registry::ClientPhase;
+use crate::protocol::{codes, ErrorCode};
+use crate::registry::ClientPhase;
 
 use super::parser::LiveSetting;
 use super::show::{Cell, Kind, Table};
 
-/// Why an admin command was refused. `mod.rs` maps each to a MySQL error code.
+/// Why an admin command was refused; `code` gives each its MySQL error code.
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
     #[error(transparent)]
@@ -36,6 +37,19 @@ pub enum AdminError {
     NoSuchClient(u32),
     #[error("the admin console takes text commands only (no prepared statements); send HELP")]
     PreparedStatement,
+}
+
+impl AdminError {
+    /// What the client sees (the console hands it to opensrv through `console_error_kind`).
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AdminError::Parse(_) => codes::PARSE_ERROR,
+            AdminError::BadValue { .. } | AdminError::Invalid { .. } => codes::WRONG_VALUE_FOR_VAR,
+            AdminError::Reload(_) | AdminError::NoConfigFile => codes::UNKNOWN_ERROR,
+            AdminError::NoSuchClient(_) => codes::NO_SUCH_THREAD,
+            AdminError::PreparedStatement => codes::UNSUPPORTED_PS,
+        }
+    }
 }
 
 /// `SET setting = value`: checks the whole resulting config, then swaps it in.

@@ -16,9 +16,8 @@ use bytes::BytesMut;
 use tokio::io::AsyncWrite;
 
 use crate::config::Config;
-use crate::protocol::auth::{native_verify, native_verify_hash};
+use crate::conn::password::{self, Proof};
 use crate::protocol::frame::write_packet;
-use crate::protocol::ErrPacket;
 
 /// Past this many buffered bytes a write pushes the buffer out first, so a large result set
 /// does not sit in memory whole.
@@ -26,27 +25,19 @@ const MAX_BUFFERED: usize = 256 * 1024;
 
 /// True if `response` is the native scramble of an admin user's password with `salt`.
 pub fn verify(config: &Config, user: &[u8], salt: &[u8], response: &[u8]) -> bool {
-    let Some(admin) = config.find_admin(user) else {
-        return false;
+    let proof = Proof::Native {
+        nonce: salt,
+        response,
     };
-    let password = &admin.password;
-    if password.is_native_hash() {
-        native_verify_hash(salt, password.expose(), response)
-    } else {
-        native_verify(salt, password.expose().as_bytes(), response)
-    }
+    config
+        .find_admin(user)
+        .is_some_and(|admin| password::verify(&admin.password, proof))
 }
 
 /// The ERR payload MySQL sends for a failed login.
 pub fn access_denied(user: &[u8], host: &str, used_password: bool) -> Vec<u8> {
-    let msg = format!(
-        "Access denied for user '{}'@'{}' (using password: {})",
-        String::from_utf8_lossy(user),
-        host,
-        if used_password { "YES" } else { "NO" }
-    );
     let mut out = BytesMut::new();
-    ErrPacket::new(1045, "28000", msg.as_bytes()).encode(&mut out);
+    password::access_denied(user, host, used_password).encode(&mut out);
     out.to_vec()
 }
 

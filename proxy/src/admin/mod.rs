@@ -7,7 +7,7 @@
 //! - `auth`: password check and the MySQL-style access-denied error.
 //!
 //! This file holds the listener and the opensrv shim. Only codes opensrv knows may be sent
-//! (it panics on others), so every error goes through `error_kind`.
+//! (it panics on others), so every error goes through `console_error_kind`.
 
 pub mod actions;
 pub mod auth;
@@ -30,6 +30,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::context::Context;
 use crate::protocol::auth::random_nonce;
+use crate::protocol::{codes, ErrorCode};
 use actions::AdminError;
 use auth::{AdminOutput, Denial};
 use parser::{AdminCommand, ShowWhat};
@@ -262,17 +263,25 @@ impl Console {
     }
 }
 
-/// Error codes opensrv knows (it panics on any other).
-fn error_kind(e: &AdminError) -> ErrorKind {
-    match e {
-        AdminError::Parse(_) => ErrorKind::ER_PARSE_ERROR,
-        AdminError::BadValue { .. } | AdminError::Invalid { .. } => {
-            ErrorKind::ER_WRONG_VALUE_FOR_VAR
-        }
-        AdminError::Reload(_) | AdminError::NoConfigFile => ErrorKind::ER_UNKNOWN_ERROR,
-        AdminError::NoSuchClient(_) => ErrorKind::ER_NO_SUCH_THREAD,
-        AdminError::PreparedStatement => ErrorKind::ER_UNSUPPORTED_PS,
+/// The one way an error code reaches opensrv. Its `ErrorKind::from(u16)` panics on any code
+/// outside MariaDB's 1000..=1885 (and it sends the SQLSTATE its own table has for the kind),
+/// so a code it cannot carry exactly, code and SQLSTATE, becomes ER_UNKNOWN_ERROR.
+pub fn console_error_kind(code: ErrorCode) -> ErrorKind {
+    const OPENSRV_KNOWS: std::ops::RangeInclusive<u16> = 1000..=1885;
+    let fallback = ErrorKind::from(codes::UNKNOWN_ERROR.code);
+    if !OPENSRV_KNOWS.contains(&code.code) {
+        return fallback;
     }
+    let kind = ErrorKind::from(code.code);
+    if kind.sqlstate() == code.sql_state.as_bytes() {
+        kind
+    } else {
+        fallback
+    }
+}
+
+fn error_kind(e: &AdminError) -> ErrorKind {
+    console_error_kind(e.code())
 }
 
 async fn write_table(results: QueryResultWriter<'_, Out>, table: &Table) -> io::Result<()> {
@@ -301,4 +310,52 @@ async fn write_table(results: QueryResultWriter<'_, Out>, table: &Table) -> io::
         w.end_row().await?;
     }
     w.finish().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_console_code_reaches_opensrv_unchanged() {
+        for code in [
+            codes::PARSE_ERROR,
+            codes::WRONG_VALUE_FOR_VAR,
+            codes::UNKNOWN_ERROR,
+            codes::NO_SUCH_THREAD,
+            codes::UNSUPPORTED_PS,
+            codes::ACCESS_DENIED,
+        ] {
+            let kind = console_error_kind(code);
+            assert_eq!(kind as u16, code.code, "{code:?}");
+            assert_eq!(kind.sqlstate(), code.sql_state.as_bytes(), "{code:?}");
+        }
+    }
+
+    #[test]
+    fn codes_opensrv_would_panic_on_or_misstate_become_unknown_error() {
+        for code in [
+            codes::QUEUE_TIMEOUT,
+            codes::SECURE_TRANSPORT_REQUIRED,
+            ErrorCode {
+                code: 999,
+                sql_state: "HY000",
+            },
+            ErrorCode {
+                code: 1886,
+                sql_state: "HY000",
+            },
+            // In range, but not the SQLSTATE opensrv would send for 1064.
+            ErrorCode {
+                code: 1064,
+                sql_state: "HY000",
+            },
+        ] {
+            assert_eq!(
+                console_error_kind(code) as u16,
+                codes::UNKNOWN_ERROR.code,
+                "{code:?}"
+            );
+        }
+    }
 }

@@ -148,7 +148,7 @@ pub fn pools(ctx: &Context) -> Table {
     });
     let mut row = |user: Cell, caps: Cell, collation: Cell, idle: u64, pinned: u64| {
         t.push(vec![
-            config.backend.as_str().into(),
+            config.backend.to_string().into(),
             user,
             caps,
             collation,
@@ -239,7 +239,7 @@ pub fn servers(ctx: &Context) -> Table {
     let outage = ctx.pool.outage();
     let mut server = vec![Cell::Null; t.columns.len()];
     server[13] = if outage.addr.is_empty() {
-        ctx.config().backend.clone()
+        ctx.config().backend.to_string()
     } else {
         outage.addr.clone()
     }
@@ -423,7 +423,7 @@ pub fn version(ctx: &Context) -> Table {
     ]);
     t.push(vec![
         env!("CARGO_PKG_VERSION").into(),
-        ctx.config().backend.as_str().into(),
+        ctx.config().backend.to_string().into(),
         String::from_utf8_lossy(&ctx.handshake.server_version())
             .into_owned()
             .into(),

@@ -1,13 +1,10 @@
-//! The TOML file: reading it and the types `FileConfig` (generated in `settings.rs`) is built from.
+//! The value types of the TOML file that `FileConfig` (generated in `settings.rs`) is built
+//! from; `read.rs` reads the file.
 
 use std::fmt;
-use std::path::Path;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
-
-pub use super::settings::FileConfig;
-use super::ConfigError;
 
 /// A TOML scalar (string, integer, float or boolean) kept as text, so that every setting is
 /// parsed by the same code whether it came from the file, the environment or a flag.
@@ -57,36 +54,4 @@ pub struct FileUser {
     pub backend_user: Option<String>,
     #[serde(default)]
     pub backend_password: Option<String>,
-}
-
-/// Parses TOML text; `origin` names the source in the error.
-pub fn parse(text: &str, origin: &Path) -> Result<FileConfig, ConfigError> {
-    toml::from_str(text).map_err(|e| ConfigError::Parse {
-        path: origin.to_path_buf(),
-        message: e.to_string(),
-    })
-}
-
-/// Reads and parses a config file. Also reports whether it holds a plaintext password, so
-/// `Config::warnings` can flag a world-readable file with secrets in it.
-pub fn read(path: &Path) -> Result<(FileConfig, bool), ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let file = parse(&text, path)?;
-    let plaintext = has_plaintext_password(&file);
-    Ok((file, plaintext))
-}
-
-fn has_plaintext_password(file: &FileConfig) -> bool {
-    let plain = |p: &Option<String>| {
-        p.as_deref()
-            .is_some_and(|p| !p.is_empty() && !super::Secret::new(p.to_string()).is_native_hash())
-    };
-    let mut users = file.users.iter().chain(file.admin_users.iter()).flatten();
-    file.backend_password
-        .as_ref()
-        .is_some_and(|p| !p.0.is_empty())
-        || users.any(|u| plain(&u.password) || plain(&u.backend_password))
 }

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use super::file::{FileUser, Scalar};
 use super::values::{
-    check_backend, format_bytes, format_duration, is_off, parse_bool, parse_bytes, parse_duration,
-    parse_u32, Secret,
+    format_bytes, format_duration, is_off, parse_bool, parse_bytes, parse_duration, parse_u32,
+    Secret,
 };
 use super::Config;
 
@@ -202,8 +202,7 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
     match key {
         "listen" => cfg.listen = parse_addr(raw)?,
         "backend" => {
-            check_backend(raw.trim())?;
-            cfg.backend = raw.trim().to_string();
+            cfg.backend = super::Endpoint::checked(raw.trim())?;
         }
         "backend_user" => cfg.backend_user = opt_string(raw),
         "backend_password" => {
@@ -275,7 +274,7 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
     };
     match key {
         "listen" => s(cfg.listen.to_string()),
-        "backend" => s(cfg.backend.clone()),
+        "backend" => s(cfg.backend.to_string()),
         "backend_user" => cfg.backend_user.clone().and_then(s),
         "backend_password" => cfg.backend_password.as_ref().and_then(secret),
         "default_auth_plugin" => s(cfg.default_auth_plugin.to_string()),

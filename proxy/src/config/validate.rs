@@ -131,9 +131,7 @@ impl Config {
             }
             _ => {}
         }
-        if self.backend_tls.requires_tls()
-            && crate::conn::endpoint::Endpoint::parse(&self.backend).is_unix()
-        {
+        if self.backend_tls.requires_tls() && self.backend.is_unix() {
             e.push(format!(
                 "backend_tls = {} cannot be used with the Unix socket {:?}: a local socket carries no TLS (MySQL counts it as secure); use disabled or preferred, or a host:port backend",
                 self.backend_tls, self.backend

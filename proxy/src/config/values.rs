@@ -373,17 +373,6 @@ pub fn is_off(s: &str) -> bool {
     t.is_empty() || t.eq_ignore_ascii_case("off") || t.eq_ignore_ascii_case("none")
 }
 
-/// Checks a `backend`: a Unix socket's absolute path (`unix:/path` or `/path`), else `host:port`.
-pub fn check_backend(s: &str) -> Result<(), String> {
-    match crate::conn::endpoint::Endpoint::parse(s) {
-        crate::conn::endpoint::Endpoint::Unix(path) if !path.is_absolute() => Err(format!(
-            "{s:?}: a Unix socket needs an absolute path, e.g. unix:/run/mysqld/mysqld.sock"
-        )),
-        crate::conn::endpoint::Endpoint::Unix(_) => Ok(()),
-        crate::conn::endpoint::Endpoint::Tcp(addr) => check_host_port(&addr),
-    }
-}
-
 /// Checks a `host:port` backend address ("db1:3306", "10.0.0.5:3306", "[::1]:3306").
 /// Host names are not resolved here: that happens at connect time, so DNS changes are honoured.
 pub fn check_host_port(s: &str) -> Result<(), String> {

@@ -10,6 +10,7 @@ use bytes::BytesMut;
 
 use super::stmts::BackendStmts;
 use super::{Error, PacketStream};
+use crate::config::Endpoint;
 use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
 use crate::protocol::{
     auth, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake, HandshakeResponse,
@@ -26,7 +27,7 @@ static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 /// Where and as whom backend connections are opened.
 #[derive(Clone)]
 pub struct BackendTarget {
-    pub addr: String,
+    pub addr: Endpoint,
     pub user: String,
     pub password: String,
     pub connect_timeout: Duration,
@@ -153,9 +154,12 @@ impl BackendConn {
     }
 
     async fn connect_inner(target: &BackendTarget, key: PoolKey) -> Result<BackendConn, Error> {
-        let mut stream = super::endpoint::Endpoint::parse(&target.addr)
-            .connect(target.max_payload, super::stream::BACKEND_READ_CHUNK)
-            .await?;
+        let mut stream = PacketStream::connect(
+            &target.addr,
+            target.max_payload,
+            super::stream::BACKEND_READ_CHUNK,
+        )
+        .await?;
         let span = stream.expect_packet().await?;
         let greeting = stream.payload(&span).into_owned();
         let seq = span.last_seq;
@@ -211,7 +215,7 @@ impl BackendConn {
         // The account's first login also finds out whether it may set pseudo_thread_id, in
         // the same round trip.
         let tracking = query_payload(ENABLE_TRACKING);
-        let probe = super::identity::probe_sql(conn.thread_id);
+        let probe = probe_sql(conn.thread_id);
         let probing = target.identity.mode(&target.user).is_none();
         let mut cmds: Vec<&[u8]> = vec![&tracking];
         if probing {
@@ -527,4 +531,10 @@ pub fn query_payload(sql: &[u8]) -> Vec<u8> {
     p.push(0x03);
     p.extend_from_slice(sql);
     p
+}
+
+/// The identity probe (see `identity`): setting the variable to the connection's own id
+/// changes nothing but says whether the account may.
+pub fn probe_sql(thread_id: u32) -> Vec<u8> {
+    query_payload(format!("SET @@SESSION.pseudo_thread_id = {thread_id}").as_bytes())
 }

@@ -1,6 +1,7 @@
 //! The client-facing handshake: greeting, capability negotiation, the optional switch to TLS
 //! and authentication against sluice's own user list (mysql_native_password and
-//! caching_sha2_password, fast and full auth).
+//! caching_sha2_password, fast and full auth), and COM_CHANGE_USER's re-authentication.
+//! Passwords are checked by `password::verify`.
 
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -11,6 +12,7 @@ use bytes::BytesMut;
 use tokio_rustls::TlsAcceptor;
 
 use super::auth_failures::{AuthFailures, BackoffPolicy};
+use super::password::{self, Proof};
 use super::server_info::{ServerInfo, ServerInfoCell};
 use super::{Error, PacketStream};
 use crate::config::{AuthPluginName, Config, UserConfig};
@@ -18,9 +20,10 @@ use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBL
 use crate::protocol::charset;
 use crate::protocol::handshake_response::is_ssl_request;
 use crate::protocol::{
-    auth, flags, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake,
-    HandshakeResponse, StatusFlags,
+    auth, codes, flags, AuthMoreData, AuthSwitchRequest, Capabilities, ChangeUser, ErrPacket,
+    Handshake, HandshakeResponse, StatusFlags,
 };
+use crate::stats::ClientCloseReason;
 
 /// What the server side of the handshake needs that does not change per client.
 pub struct HandshakeContext {
@@ -62,7 +65,60 @@ pub enum HandshakeError {
     Conn(#[from] Error),
     /// An ERR was sent to the client already; close.
     #[error("handshake rejected: {0}")]
-    Rejected(&'static str),
+    Rejected(RejectReason),
+}
+
+impl HandshakeError {
+    /// How the session that never started is counted.
+    pub fn close_reason(&self) -> ClientCloseReason {
+        match self {
+            HandshakeError::Rejected(RejectReason::AccessDenied) => ClientCloseReason::AuthFailed,
+            _ => ClientCloseReason::HandshakeFailed,
+        }
+    }
+}
+
+/// Why sluice refused a login (or a COM_CHANGE_USER) with an ERR packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RejectReason {
+    /// CLIENT_SSL asked for, and `tls_cert`/`tls_key` are not set.
+    TlsNotConfigured,
+    /// Out-of-order or undecodable handshake packets.
+    BadHandshake,
+    /// No CLIENT_PROTOCOL_41.
+    ClientTooOld,
+    /// A plain connection under `require_secure_transport`.
+    InsecureTransport,
+    /// Unknown user or wrong password.
+    AccessDenied,
+    /// A client character set the backend cannot parse statements in.
+    ClientCharset,
+}
+
+impl std::fmt::Display for RejectReason {
+    /// Lower-case words: the TLS, handshake and protocol ones go into the client's message.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RejectReason::TlsNotConfigured => "TLS is not configured",
+            RejectReason::BadHandshake => "bad handshake",
+            RejectReason::ClientTooOld => "client too old",
+            RejectReason::InsecureTransport => "insecure transport",
+            RejectReason::AccessDenied => "access denied",
+            RejectReason::ClientCharset => "client character set",
+        })
+    }
+}
+
+/// The end of a COM_CHANGE_USER's authentication.
+pub enum Reauth {
+    /// The new user, and the sequence id of the OK (or ERR) that ends the command.
+    Accepted { user: UserConfig, seq: u8 },
+    /// The session stays as it was; the ERR for the client, sent by the session.
+    Refused {
+        err: ErrPacket,
+        seq: u8,
+        reason: RejectReason,
+    },
 }
 
 /// Capabilities sluice offers, narrowed to what a relayed backend can honour.
@@ -137,13 +193,11 @@ impl HandshakeContext {
         if is_ssl_request(&payload) {
             let Some(acceptor) = &self.tls else {
                 return Err(self
-                    .reject(stream, seq, ERR_HANDSHAKE, "TLS is not configured")
+                    .reject(stream, seq, RejectReason::TlsNotConfigured)
                     .await);
             };
             if span.first_seq != 1 {
-                return Err(self
-                    .reject(stream, seq, ERR_HANDSHAKE, "bad handshake")
-                    .await);
+                return Err(self.reject(stream, seq, RejectReason::BadHandshake).await);
             }
             stream.upgrade_server_tls(acceptor).await?;
             // The real HandshakeResponse follows inside TLS, continuing the sequence.
@@ -152,43 +206,31 @@ impl HandshakeContext {
             seq = span.last_seq.wrapping_add(1);
             stream.consume(&span);
             if span.first_seq != 2 {
-                return Err(self
-                    .reject(stream, seq, ERR_HANDSHAKE, "bad handshake")
-                    .await);
+                return Err(self.reject(stream, seq, RejectReason::BadHandshake).await);
             }
         } else if span.first_seq != 1 {
-            return Err(self
-                .reject(stream, seq, ERR_HANDSHAKE, "bad handshake")
-                .await);
+            return Err(self.reject(stream, seq, RejectReason::BadHandshake).await);
         }
         let response = match HandshakeResponse::decode(&payload) {
             Ok(r) => r,
-            Err(_) => {
-                return Err(self
-                    .reject(stream, seq, ERR_HANDSHAKE, "bad handshake")
-                    .await)
-            }
+            Err(_) => return Err(self.reject(stream, seq, RejectReason::BadHandshake).await),
         };
         if !response
             .capabilities
             .contains(Capabilities::CLIENT_PROTOCOL_41)
         {
-            return Err(self
-                .reject(stream, seq, ERR_HANDSHAKE, "client too old")
-                .await);
+            return Err(self.reject(stream, seq, RejectReason::ClientTooOld).await);
         }
         if config.require_secure_transport && !stream.is_secure() {
-            let err = ErrPacket::new(
-                ERR_SECURE_TRANSPORT.0,
-                ERR_SECURE_TRANSPORT.1,
-                b"Connections using insecure transport are prohibited while --require_secure_transport=ON.",
+            let err = ErrPacket::from_code(
+                codes::SECURE_TRANSPORT_REQUIRED,
+                &b"Connections using insecure transport are prohibited while --require_secure_transport=ON."[..],
             );
             send_err(stream, seq, &err).await;
-            return Err(HandshakeError::Rejected("insecure transport"));
+            return Err(HandshakeError::Rejected(RejectReason::InsecureTransport));
         }
         // CLIENT_SSL describes this hop only; it must not reach backend pool keys.
         let caps = response.capabilities & offered & !Capabilities::CLIENT_SSL;
-        let user_name = String::from_utf8_lossy(&response.user).into_owned();
         let user = config.find_user(&response.user).cloned();
         let want_plugin = user
             .as_ref()
@@ -229,26 +271,26 @@ impl HandshakeContext {
                 self.verify_sha2(stream, &mut seq, u, &nonce, &auth_response)
                     .await?
             }
-            Some(u) => verify_native(u, &nonce, &auth_response),
+            Some(u) => password::verify(
+                &u.password,
+                Proof::Native {
+                    nonce: &nonce,
+                    response: &auth_response,
+                },
+            ),
         };
         if let Some(ip) = peer_ip {
             self.record_login(ip, verified);
         }
         let Some(user) = user.filter(|_| verified) else {
             let host = peer_ip.map(|ip| ip.to_string()).unwrap_or_default();
-            let msg = format!(
-                "Access denied for user '{}'@'{}' (using password: {})",
-                user_name,
-                host,
-                if used_password { "YES" } else { "NO" }
-            );
-            let err = ErrPacket::new(1045, "28000", msg.as_bytes());
+            let err = password::access_denied(&response.user, &host, used_password);
             send_err(stream, seq, &err).await;
-            return Err(HandshakeError::Rejected("access denied"));
+            return Err(HandshakeError::Rejected(RejectReason::AccessDenied));
         };
         if let Some(err) = charset::refusal(u16::from(response.collation)) {
             send_err(stream, seq, &err).await;
-            return Err(HandshakeError::Rejected("client character set"));
+            return Err(HandshakeError::Rejected(RejectReason::ClientCharset));
         }
         Ok(ClientHello {
             autocommit: server
@@ -302,19 +344,18 @@ impl HandshakeContext {
         nonce: &[u8],
         response: &[u8],
     ) -> Result<bool, Error> {
-        let password = user.password.expose().as_bytes();
-        if user.password.is_native_hash() {
-            return Ok(false);
-        }
-        if password.is_empty() {
-            return Ok(response.is_empty() || response == [0]);
+        let scramble = Proof::Sha2 { nonce, response };
+        // Full authentication cannot succeed against a native hash, and an empty password
+        // has none: the scramble decides.
+        if user.password.is_native_hash() || user.password.expose().is_empty() {
+            return Ok(password::verify(&user.password, scramble));
         }
         let cached = self
             .sha2_cache
             .lock()
             .map(|c| c.contains(&user.name))
             .unwrap_or(false);
-        if cached && auth::sha2_verify(nonce, password, response) {
+        if cached && password::verify(&user.password, scramble) {
             let mut out = BytesMut::new();
             AuthMoreData(vec![FAST_AUTH_OK]).encode(&mut out);
             *seq = stream.send_packet(*seq, &out).await?;
@@ -350,7 +391,7 @@ impl HandshakeContext {
                     if clear.last() == Some(&0) {
                         clear.pop();
                     }
-                    constant_time_eq(&clear, password)
+                    password::verify(&user.password, Proof::Cleartext(&clear))
                 }
                 Err(_) => false,
             };
@@ -368,7 +409,7 @@ impl HandshakeContext {
         if reply.last() == Some(&0) {
             reply.pop();
         }
-        let ok = constant_time_eq(&reply, password);
+        let ok = password::verify(&user.password, Proof::Cleartext(&reply));
         if ok {
             if let Ok(mut c) = self.sha2_cache.lock() {
                 c.insert(user.name.clone());
@@ -377,29 +418,80 @@ impl HandshakeContext {
         Ok(ok)
     }
 
+    /// A malformed or unsupported handshake: ER_HANDSHAKE_ERROR naming `why`.
     async fn reject(
         &self,
         stream: &mut PacketStream,
         seq: u8,
-        code: (u16, &str),
-        what: &'static str,
+        why: RejectReason,
     ) -> HandshakeError {
-        let msg = format!("Bad handshake: {what}. Connect with a MySQL 4.1+ protocol client.");
-        send_err(stream, seq, &ErrPacket::new(code.0, code.1, msg.as_bytes())).await;
-        HandshakeError::Rejected(what)
+        let msg = format!("Bad handshake: {why}. Connect with a MySQL 4.1+ protocol client.");
+        send_err(stream, seq, &ErrPacket::from_code(codes::HANDSHAKE, msg)).await;
+        HandshakeError::Rejected(why)
     }
-}
 
-const ERR_HANDSHAKE: (u16, &str) = (1043, "08S01");
-/// ER_SECURE_TRANSPORT_REQUIRED, MySQL's answer to a plain client under
-/// require_secure_transport.
-const ERR_SECURE_TRANSPORT: (u16, &str) = (3159, "HY000");
-
-fn verify_native(user: &UserConfig, nonce: &[u8], response: &[u8]) -> bool {
-    if user.password.is_native_hash() {
-        auth::native_verify_hash(nonce, user.password.expose(), response)
-    } else {
-        auth::native_verify(nonce, user.password.expose().as_bytes(), response)
+    /// COM_CHANGE_USER's authentication against sluice's user list, with the login's
+    /// `scramble`: as the server does, it stays. A native-password client answers with it in
+    /// the request itself (Connector/C ignores a new one in a switch), and any other plugin
+    /// is switched to native over that same scramble. The backoff and the failure count are
+    /// the login's: a client must not get unlimited fast guesses over one connection.
+    pub async fn change_user(
+        &self,
+        stream: &mut PacketStream,
+        config: &Config,
+        req: &ChangeUser,
+        scramble: &[u8],
+    ) -> Result<Reauth, Error> {
+        let user = config.find_user(&req.user).cloned();
+        let native = auth::NATIVE.as_bytes();
+        let (response, seq) = if req.auth_plugin.as_deref().unwrap_or(native) == native {
+            (req.auth_response.clone(), 1)
+        } else {
+            let mut data = scramble.to_vec();
+            data.push(0);
+            let mut out = BytesMut::new();
+            AuthSwitchRequest {
+                plugin: native.to_vec(),
+                data,
+            }
+            .encode(&mut out);
+            let seq = stream.send_packet(1, &out).await?;
+            let span = stream.expect_packet().await?;
+            let response = stream.payload(&span).into_owned();
+            let seq = span.last_seq.wrapping_add(1).max(seq);
+            stream.consume(&span);
+            (response, seq)
+        };
+        let peer_ip = stream.peer_addr().map(|a| a.ip());
+        if let Some(ip) = peer_ip {
+            self.backoff(ip, config).await;
+        }
+        let proof = Proof::Native {
+            nonce: scramble,
+            response: &response,
+        };
+        let verified = user
+            .as_ref()
+            .is_some_and(|u| password::verify(&u.password, proof));
+        if let Some(ip) = peer_ip {
+            self.record_login(ip, verified);
+        }
+        let Some(user) = user.filter(|_| verified) else {
+            let host = peer_ip.map(|ip| ip.to_string()).unwrap_or_default();
+            return Ok(Reauth::Refused {
+                err: password::access_denied(&req.user, &host, !response.is_empty()),
+                seq,
+                reason: RejectReason::AccessDenied,
+            });
+        };
+        if let Some(err) = req.collation.and_then(charset::refusal) {
+            return Ok(Reauth::Refused {
+                err,
+                seq,
+                reason: RejectReason::ClientCharset,
+            });
+        }
+        Ok(Reauth::Accepted { user, seq })
     }
 }
 
@@ -415,9 +507,4 @@ pub async fn send_err(stream: &mut PacketStream, seq: u8, err: &ErrPacket) {
     let mut out = BytesMut::new();
     err.encode(&mut out);
     let _ = stream.send_packet(seq, &out).await;
-}
-
-/// Equal-length comparison that does not stop at the first difference.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

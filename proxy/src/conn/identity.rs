@@ -96,17 +96,10 @@ pub fn grant_advice(user: &str, server: &ServerInfo) -> String {
     }
 }
 
-/// The probe: setting the variable to the connection's own id changes nothing but says
-/// whether the account may.
-pub fn probe_sql(thread_id: u32) -> Vec<u8> {
-    super::backend::query_payload(
-        format!("SET @@SESSION.pseudo_thread_id = {thread_id}").as_bytes(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conn::backend::probe_sql;
 
     #[test]
     fn the_first_finding_per_account_wins() {

@@ -1,14 +1,15 @@
-//! Sockets: framing over TCP or a Unix socket (`stream`), the backend's address (`endpoint`),
+//! Sockets: framing over TCP or a Unix socket (`stream`, which connects to a `config::Endpoint`),
 //! the client-facing handshake (`client`), client TLS (`tls`), backend connections (`backend`)
 //! the per-address login backoff (`auth_failures`), the server's latest greeting
-//! (`server_info`) and what each backend account may do about CONNECTION_ID() (`identity`).
+//! (`server_info`), what each backend account may do about CONNECTION_ID() (`identity`) and
+//! the one password check of every login (`password`).
 //! No pool policy lives here.
 
 pub mod auth_failures;
 pub mod backend;
 pub mod client;
-pub mod endpoint;
 pub mod identity;
+pub mod password;
 pub mod server_info;
 pub mod stmts;
 pub mod stream;

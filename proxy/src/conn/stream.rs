@@ -13,6 +13,7 @@ use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 use super::Error;
+use crate::config::Endpoint;
 use crate::protocol::frame::{self, LogicalSpan};
 
 /// Read size for client sockets: commands are small, and ten thousand idle clients should
@@ -63,6 +64,24 @@ impl PacketStream {
             read_chunk,
             written: 0,
         }
+    }
+
+    /// Opens the socket to `endpoint`, framed, with `read_chunk`-sized reads.
+    pub async fn connect(
+        endpoint: &Endpoint,
+        max_payload: usize,
+        read_chunk: usize,
+    ) -> std::io::Result<PacketStream> {
+        Ok(match endpoint {
+            Endpoint::Tcp(addr) => Self::with_read_chunk(
+                TcpStream::connect(addr.as_str()).await?,
+                max_payload,
+                read_chunk,
+            ),
+            Endpoint::Unix(path) => {
+                Self::unix(UnixStream::connect(path).await?, max_payload, read_chunk)
+            }
+        })
     }
 
     /// A backend connection over a Unix socket.

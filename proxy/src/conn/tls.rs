@@ -15,7 +15,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig};
 
-use crate::config::BackendTlsMode;
+use crate::config::{BackendTlsMode, Endpoint};
 
 /// Why the TLS files could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -66,21 +66,18 @@ fn provider() -> Arc<CryptoProvider> {
 pub fn load_backend_tls(
     mode: BackendTlsMode,
     ca: Option<&Path>,
-    backend_addr: &str,
+    backend: &Endpoint,
 ) -> Result<Option<Arc<BackendTls>>, TlsError> {
     // A Unix socket never carries TLS: it is local, and MySQL counts it as secure transport
     // (validation refuses the modes that demand TLS with one).
-    if mode == BackendTlsMode::Disabled || super::endpoint::Endpoint::parse(backend_addr).is_unix()
-    {
+    let Some(host) = backend
+        .tls_host()
+        .filter(|_| mode != BackendTlsMode::Disabled)
+    else {
         return Ok(None);
-    }
-    let host = backend_addr
-        .rsplit_once(':')
-        .map_or(backend_addr, |(h, _)| h)
-        .trim_start_matches('[')
-        .trim_end_matches(']');
+    };
     let server_name = ServerName::try_from(host.to_string())
-        .map_err(|_| TlsError::ServerName(backend_addr.to_string()))?;
+        .map_err(|_| TlsError::ServerName(backend.to_string()))?;
     let provider = provider();
     let verifier: Arc<dyn ServerCertVerifier> = match (mode.verifies(), ca) {
         (true, Some(path)) => {
@@ -253,6 +250,15 @@ pub fn load_server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The backend as its setting reads.
+    fn load_backend_tls(
+        mode: BackendTlsMode,
+        ca: Option<&Path>,
+        backend: &str,
+    ) -> Result<Option<Arc<BackendTls>>, TlsError> {
+        super::load_backend_tls(mode, ca, &Endpoint::parse(backend))
+    }
 
     #[test]
     fn backend_tls_modes_build_or_explain_why_not() {

@@ -99,7 +99,7 @@ impl Pool {
         match tokio::time::timeout_at(deadline.into(), check).await {
             Ok(result) => result,
             Err(_) => Err(CheckError::Pool(Error::NoAnswer {
-                addr: target.addr.clone(),
+                addr: target.addr.to_string(),
                 waited: arrived.elapsed(),
             })),
         }
@@ -113,7 +113,7 @@ impl Pool {
         db: &[u8],
         (arrived, down_until): (Instant, Instant),
     ) -> Result<(), CheckError> {
-        let login = (target.addr.clone(), target.password.clone());
+        let login = (target.addr.to_string(), target.password.clone());
         if lane.login.as_ref() != Some(&login) {
             lane.conn = None;
         }
@@ -154,7 +154,7 @@ impl Pool {
             }
         }
         Err(CheckError::Pool(Error::NoAnswer {
-            addr: target.addr.clone(),
+            addr: target.addr.to_string(),
             waited: arrived.elapsed(),
         }))
     }
@@ -190,7 +190,7 @@ impl Pool {
         if lane.conn.is_none() {
             if let Ok(conn) = self.open_conn(&control_key(key), target, true).await {
                 lane.conn = Some(conn);
-                lane.login = Some((target.addr.clone(), target.password.clone()));
+                lane.login = Some((target.addr.to_string(), target.password.clone()));
             }
         }
     }

@@ -33,49 +33,31 @@
 //! Without demand (nobody queued and a slot spare) there is
 //! nothing to learn: the limiter holds and reports idle.
 
-use std::fmt;
+use std::sync::Mutex;
 use std::time::Duration;
 
-/// Why the limit last changed (labels of the `sluice_pool_limit_changes_total` counter).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LimitReason {
-    /// Started at `min_pool_size`, or `auto` was switched on.
-    Start,
-    /// Trying a larger limit.
-    ProbeUp,
-    /// Trying a smaller limit (periodic, or because the server slowed down).
-    ProbeDown,
-    /// An up probe added latency without throughput: back to the previous limit.
-    BackOff,
-    /// A down probe cost throughput: back to the previous limit.
-    Restore,
-    /// `min_pool_size`, `max_pool_size` or `max_backend_connections` changed.
-    Bounds,
+use crate::stats::LimitReason;
+
+/// What SHOW POOLS and `/metrics` show about the automatic limit.
+#[derive(Clone, Debug, Default)]
+pub struct LimitStatus {
+    /// `pool_size = auto` is in force.
+    pub auto: bool,
+    /// The limiter's explanation of its last decision.
+    pub reason: String,
 }
 
-impl LimitReason {
-    pub const ALL: &'static [LimitReason] = &[
-        LimitReason::Start,
-        LimitReason::ProbeUp,
-        LimitReason::ProbeDown,
-        LimitReason::BackOff,
-        LimitReason::Restore,
-        LimitReason::Bounds,
-    ];
+/// The last [`LimitStatus`], shared between the `autosize` driver (which sets it every
+/// tick) and its readers (SHOW POOLS, `/metrics`).
+#[derive(Default)]
+pub struct LimitState(Mutex<LimitStatus>);
 
-    pub fn label(self) -> &'static str {
-        match self {
-            LimitReason::Start => "start",
-            LimitReason::ProbeUp => "probe_up",
-            LimitReason::ProbeDown => "probe_down",
-            LimitReason::BackOff => "back_off",
-            LimitReason::Restore => "restore",
-            LimitReason::Bounds => "bounds",
-        }
+impl LimitState {
+    pub fn get(&self) -> LimitStatus {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
-
-    pub fn index(self) -> usize {
-        self as usize
+    pub fn set(&self, status: LimitStatus) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = status;
     }
 }
 
@@ -562,12 +544,6 @@ impl Limiter {
             }
         };
         Some(self.set(from, reason, detail))
-    }
-}
-
-impl fmt::Display for LimitReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.label())
     }
 }
 

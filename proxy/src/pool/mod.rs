@@ -436,12 +436,12 @@ impl Pool {
         if self
             .shared
             .outage
-            .failed(&target.addr, kind, source.to_string())
+            .failed(&target.addr.to_string(), kind, source.to_string())
         {
             self.spawn_reconnect(key.clone(), target.clone());
         }
         Error::Connect {
-            addr: target.addr.clone(),
+            addr: target.addr.to_string(),
             user: target.user.clone(),
             kind,
             source,

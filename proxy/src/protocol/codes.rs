@@ -29,10 +29,14 @@ pub const UNKNOWN_COM: ErrorCode = code(1047, "08S01");
 pub const BAD_DB: ErrorCode = code(1049, "42000");
 /// ER_SERVER_SHUTDOWN.
 pub const SHUTDOWN: ErrorCode = code(1053, "08S01");
+/// ER_PARSE_ERROR: a command sluice cannot parse (the admin console).
+pub const PARSE_ERROR: ErrorCode = code(1064, "42000");
 /// ER_NO_SUCH_THREAD: KILL of an unknown connection id.
 pub const NO_SUCH_THREAD: ErrorCode = code(1094, "HY000");
 /// ER_KILL_DENIED_ERROR: KILL of a connection that is not yours.
 pub const KILL_DENIED: ErrorCode = code(1095, "HY000");
+/// ER_UNKNOWN_ERROR: a failure with no more specific code (the admin console's RELOAD).
+pub const UNKNOWN_ERROR: ErrorCode = code(1105, "HY000");
 /// ER_NET_PACKET_TOO_LARGE: larger than max_allowed_packet.
 pub const NET_PACKET_TOO_LARGE: ErrorCode = code(1153, "08S01");
 /// ER_NET_PACKETS_OUT_OF_ORDER.
@@ -45,6 +49,8 @@ pub const WRONG_VALUE_FOR_VAR: ErrorCode = code(1231, "42000");
 pub const NOT_SUPPORTED: ErrorCode = code(1235, "42000");
 /// ER_UNKNOWN_STMT_HANDLER: unknown prepared statement id.
 pub const UNKNOWN_STMT_HANDLER: ErrorCode = code(1243, "HY000");
+/// ER_UNSUPPORTED_PS: a prepared statement where only text commands are taken.
+pub const UNSUPPORTED_PS: ErrorCode = code(1295, "HY000");
 /// ER_QUERY_INTERRUPTED: the statement was killed.
 pub const QUERY_INTERRUPTED: ErrorCode = code(1317, "70100");
 /// ER_DBACCESS_DENIED_ERROR: the account may not use that database.
@@ -63,6 +69,8 @@ pub const SERVER_IS_IN_SECURE_AUTH_MODE: ErrorCode = code(1275, "HY000");
 pub const ACCESS_DENIED_NO_PASSWORD: ErrorCode = code(1698, "28000");
 /// ER_CONNECTION_KILLED (MariaDB): KILL CONNECTION ended this session.
 pub const CONNECTION_KILLED: ErrorCode = code(1927, "70100");
+/// ER_SECURE_TRANSPORT_REQUIRED: a plain client under `require_secure_transport`.
+pub const SECURE_TRANSPORT_REQUIRED: ErrorCode = code(3159, "HY000");
 // sluice's own conditions use 9001-9005, never the client-library range 2000-2999
 // (CR_CONN_HOST_ERROR, CR_SERVER_LOST, ...): MariaDB Connector/C, under the `mariadb` CLI,
 // mysqlclient and DBD::MariaDB, reports a server-sent ERR with such a code as "2027 Received
@@ -92,14 +100,17 @@ mod tests {
             UNKNOWN_COM,
             BAD_DB,
             SHUTDOWN,
+            PARSE_ERROR,
             NO_SUCH_THREAD,
             KILL_DENIED,
+            UNKNOWN_ERROR,
             NET_PACKET_TOO_LARGE,
             NET_PACKETS_OUT_OF_ORDER,
             NET_READ_INTERRUPTED,
             WRONG_VALUE_FOR_VAR,
             NOT_SUPPORTED,
             UNKNOWN_STMT_HANDLER,
+            UNSUPPORTED_PS,
             QUERY_INTERRUPTED,
             DBACCESS_DENIED,
             HOST_IS_BLOCKED,
@@ -109,6 +120,7 @@ mod tests {
             SERVER_IS_IN_SECURE_AUTH_MODE,
             ACCESS_DENIED_NO_PASSWORD,
             CONNECTION_KILLED,
+            SECURE_TRANSPORT_REQUIRED,
             BACKEND_UNREACHABLE,
             BACKEND_LOST,
             QUEUE_TIMEOUT,

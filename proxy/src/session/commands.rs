@@ -11,11 +11,11 @@ use super::state::Rules;
 use super::{framed, Flow, Session, Step};
 use crate::classify::{classify, KillTarget};
 use crate::conn::backend::{BackendConn, Health, PoolKey};
-use crate::protocol::charset;
+use crate::conn::client::Reauth;
 use crate::protocol::frame::LogicalSpan;
 use crate::protocol::request::query as query_payload;
 use crate::protocol::{
-    auth, codes, ChangeUser, Command, ErrPacket, ResponseKind, ResponseSummary, SessionStateChange,
+    codes, ChangeUser, Command, ErrPacket, ResponseKind, ResponseSummary, SessionStateChange,
     StatusFlags,
 };
 use crate::stats::{ClientCloseReason, PinReason};
@@ -287,8 +287,8 @@ impl Session {
         self.release_if_possible();
     }
 
-    /// COM_CHANGE_USER: re-authenticate against sluice's user list (always through an auth
-    /// switch with a fresh nonce), then start a fresh session for the new user.
+    /// COM_CHANGE_USER: re-authenticate against sluice's user list (`HandshakeContext::
+    /// change_user`, next to the login), then start a fresh session for the new user.
     async fn change_user(&mut self, body: &[u8]) -> Step {
         let Ok(req) = ChangeUser::decode(body, self.caps) else {
             self.reply_err(
@@ -299,73 +299,19 @@ impl Session {
             return Ok(Flow::Continue);
         };
         let config = std::sync::Arc::clone(&self.config);
-        let user = config.find_user(&req.user).cloned();
-        // As the server does, the login's scramble stays: a native-password client answers
-        // with it in the request itself (Connector/C ignores a new one in a switch), and any
-        // other plugin is switched to native over that same scramble.
-        let native = auth::NATIVE.as_bytes();
-        let (response, seq) = if req.auth_plugin.as_deref().unwrap_or(native) == native {
-            (req.auth_response.clone(), 1)
-        } else {
-            let mut data = self.scramble.clone();
-            data.push(0);
-            let mut out = BytesMut::new();
-            crate::protocol::AuthSwitchRequest {
-                plugin: native.to_vec(),
-                data,
+        let outcome = self
+            .ctx
+            .handshake
+            .change_user(&mut self.client, &config, &req, &self.scramble)
+            .await
+            .map_err(|_| ClientCloseReason::Eof)?;
+        let (user, seq) = match outcome {
+            Reauth::Accepted { user, seq } => (user, seq),
+            Reauth::Refused { err, seq, .. } => {
+                self.reply_err(seq, &err).await?;
+                return Ok(Flow::Continue);
             }
-            .encode(&mut out);
-            let seq = self
-                .client
-                .send_packet(1, &out)
-                .await
-                .map_err(|_| ClientCloseReason::Eof)?;
-            let span = self
-                .client
-                .expect_packet()
-                .await
-                .map_err(|_| ClientCloseReason::Eof)?;
-            let response = self.client.payload(&span).into_owned();
-            let seq = span.last_seq.wrapping_add(1).max(seq);
-            self.client.consume(&span);
-            (response, seq)
         };
-        let nonce = self.scramble.clone();
-        // Re-authentication is a login too: a client must not get unlimited fast guesses
-        // over one connection.
-        let peer_ip = self.client.peer_addr().map(|a| a.ip());
-        if let Some(ip) = peer_ip {
-            self.ctx.handshake.backoff(ip, &config).await;
-        }
-        let verified = user.as_ref().is_some_and(|u| {
-            if u.password.is_native_hash() {
-                auth::native_verify_hash(&nonce, u.password.expose(), &response)
-            } else {
-                auth::native_verify(&nonce, u.password.expose().as_bytes(), &response)
-            }
-        });
-        if let Some(ip) = peer_ip {
-            self.ctx.handshake.record_login(ip, verified);
-        }
-        let Some(user) = user.filter(|_| verified) else {
-            let host = peer_ip.map(|ip| ip.to_string()).unwrap_or_default();
-            let msg = format!(
-                "Access denied for user '{}'@'{}' (using password: {})",
-                String::from_utf8_lossy(&req.user),
-                host,
-                if response.is_empty() { "NO" } else { "YES" }
-            );
-            self.reply_err(
-                seq,
-                &ErrPacket::from_code(codes::ACCESS_DENIED, msg.as_bytes()),
-            )
-            .await?;
-            return Ok(Flow::Continue);
-        };
-        if let Some(err) = req.collation.and_then(charset::refusal) {
-            self.reply_err(seq, &err).await?;
-            return Ok(Flow::Continue);
-        }
         self.drop_session_state().await;
         self.target = crate::context::backend_target(&config, &user, &self.ctx);
         let collation = req.collation.map(|c| c as u8).unwrap_or(self.key.collation);

@@ -7,7 +7,8 @@ pub mod commands;
 pub mod errors;
 pub mod identity;
 pub mod prepared;
-pub mod registry;
+// Lives at the crate root (shared with `context` and the admin console); re-exported here.
+pub use crate::registry;
 pub mod relay;
 pub mod replay;
 pub mod state;
@@ -100,10 +101,7 @@ pub async fn serve(ctx: Arc<Context>, socket: TcpStream) {
     let hello = match tokio::time::timeout(config.client_login_timeout, login).await {
         Ok(Ok(hello)) => hello,
         Ok(Err(e)) => {
-            let reason = match e {
-                HandshakeError::Rejected("access denied") => ClientCloseReason::AuthFailed,
-                _ => ClientCloseReason::HandshakeFailed,
-            };
+            let reason = e.close_reason();
             tracing::info!(client = id, %addr, %reason, "login failed: {e}");
             if let HandshakeError::Conn(conn::Error::Protocol(p)) = &e {
                 // Unframeable bytes (an oversized length, an HTTP request): say so, as MySQL
@@ -348,7 +346,7 @@ impl Session {
         let lost_state = self.state.needs_backend();
         self.state.reset_transaction();
         self.release_if_possible();
-        let err = errors::backend_lost(&self.target.addr, lost_state);
+        let err = errors::backend_lost(&self.target.addr.to_string(), lost_state);
         self.reply_err(next_seq, &err).await?;
         if lost_state {
             Err(ClientCloseReason::BackendLost)

@@ -721,3 +721,77 @@ async fn metrics_endpoint_serves_prometheus_text_that_moves() {
     c.disconnect().await.unwrap();
     proxy.shutdown().await;
 }
+
+/// One of each error the console can send, through a real admin connection: the code,
+/// SQLSTATE and message each time, and the console still answers afterwards (opensrv panics
+/// on codes it does not know; sluice must never hand it one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_console_error_has_its_code_and_the_console_keeps_answering() {
+    let proxy = start(admin_config(2)).await;
+    let mut a = admin(&proxy).await;
+    let cases: [(&str, u16, &str, &str); 8] = [
+        (
+            "FROBNICATE",
+            1064,
+            "42000",
+            "unknown admin command \"FROBNICATE\"",
+        ),
+        (
+            "SET pool_size",
+            1064,
+            "42000",
+            "SET needs a setting and a value",
+        ),
+        ("SET backend = x:1", 1064, "42000", "cannot SET \"backend\""),
+        ("KILL abc", 1064, "42000", "\"abc\" is not a client id"),
+        (
+            "SET pool_size = many",
+            1231,
+            "42000",
+            "invalid value \"many\" for pool_size",
+        ),
+        (
+            "SET max_backend_connections = 1",
+            1231,
+            "42000",
+            "SET max_backend_connections refused, nothing changed",
+        ),
+        ("RELOAD", 1105, "HY000", "RELOAD needs a config file"),
+        ("KILL 4000000", 1094, "HY000", "Unknown thread id: 4000000"),
+    ];
+    for (cmd, code, state, text) in cases {
+        let err = a.query_drop(cmd).await.unwrap_err();
+        assert_eq!(code_of(&err), Some(code), "{cmd}: {err}");
+        assert_eq!(state_of(&err).as_deref(), Some(state), "{cmd}: {err}");
+        assert!(err.to_string().contains(text), "{cmd}: {err}");
+        assert_eq!(rows(&mut a, "SHOW VERSION").await.len(), 1, "after {cmd}");
+    }
+    let err = a.prep("SHOW POOLS").await.unwrap_err();
+    assert_eq!(code_of(&err), Some(1295), "prepare: {err}");
+    assert_eq!(state_of(&err).as_deref(), Some("HY000"), "prepare: {err}");
+    assert!(err.to_string().contains("no prepared statements"), "{err}");
+    assert_eq!(
+        rows(&mut a, "SHOW VERSION").await.len(),
+        1,
+        "after a prepare"
+    );
+
+    let err = Conn::new(admin_opts(&proxy, "admin", "wrong"))
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&err), Some(1045), "{err}");
+    assert_eq!(state_of(&err).as_deref(), Some("28000"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("Access denied for user 'admin'@'127.0.0.1' (using password: YES)"),
+        "{err}"
+    );
+    // Neither the refused login nor the errors before it cost the open session anything.
+    assert_eq!(
+        rows(&mut a, "SHOW VERSION").await.len(),
+        1,
+        "after a refused login"
+    );
+    a.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}

@@ -68,7 +68,7 @@ async fn sluice_to(
     ca: Option<&PathBuf>,
 ) -> ProxyHandle {
     let mut cfg = config_for_local(server, 2);
-    cfg.backend = backend;
+    cfg.backend = sluice::config::Endpoint::parse(&backend);
     cfg.backend_tls = mode;
     cfg.backend_tls_ca = ca.cloned();
     start(cfg).await

@@ -768,7 +768,7 @@ async fn max_backend_connections_auto_follows_the_servers_max_connections() {
     let (mut server, app) = private_app(300, "pin_app_auto", "pin_db_auto").await;
     server.stop();
     let mut cfg = admin_app_config(&app, 2);
-    cfg.backend = server.addr().to_string();
+    cfg.backend = sluice::config::Endpoint::parse(&server.addr().to_string());
     cfg.backend_down_wait = Duration::from_secs(1);
     let proxy = start(cfg).await;
     let mut a = admin(&proxy).await;
