@@ -26,7 +26,7 @@ const INTERVAL: Duration = Duration::from_millis(100);
 
 fn target(cluster: &Cluster, index: usize, user: &str, password: &str) -> BackendTarget {
     BackendTarget {
-        addr: cluster.addr(index).to_string(),
+        addr: sluice::config::Endpoint::parse(&cluster.addr(index).to_string()),
         user: user.into(),
         password: password.into(),
         connect_timeout: Duration::from_secs(10),
