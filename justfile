@@ -11,6 +11,8 @@ default:
 test:
     scripts/install-test-deps.sh
     cargo test --workspace -- --test-threads 4
+    just cycles
+    just sizes
 
 # Installs mariadb-server with apt-get first when no server exists and you are root on
 # Debian/Ubuntu. Flags and env tunables: `cargo run --release -p loadgen -- --help`,
@@ -77,3 +79,7 @@ soak *ARGS:
     loadgen/scripts/ensure-server.sh {{ARGS}}
     cargo build --release -p sluice -p loadgen
     target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/loadgen" soak {{ARGS}}
+
+# No Rust file over 600 lines before its tests (the style rule; scripts/file-sizes.py).
+sizes:
+    python3 scripts/file-sizes.py proxy/src loadgen/src dbkit/src
