@@ -7,7 +7,8 @@ default:
 
 # First installs what the tests use and is missing (scripts/install-test-deps.sh: MariaDB,
 # sysbench, the PHP/Java/Python/Node drivers; apt-get as root, saying so first), as .ci/run does.
-# Run every test (unit, protocol byte samples, integration against a private MariaDB).
+# Run every test (unit, protocol byte samples, integration against a private MariaDB), then the
+# style checks: no import cycle (just cycles), no file over 600 lines (just sizes).
 test:
     scripts/install-test-deps.sh
     cargo test --workspace -- --test-threads 4
