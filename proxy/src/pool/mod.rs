@@ -453,12 +453,12 @@ impl Pool {
 
     /// The return path of every backend (called from `PooledBackend::drop`).
     pub(crate) fn checkin(&self, mut conn: BackendConn, policy: reset::ResetPolicy) {
-        conn.last_used = Instant::now();
+        let now = Instant::now();
+        conn.last_used = now;
         let facts = {
             let b = self.lock();
             self.facts(b.open)
         };
-        let now = Instant::now();
         match recycle::decide(ConnFacts::of(&conn, now), &facts, Occasion::Checkin) {
             Recycle::Release => {
                 self.shared.stats.recycled(RecycleOutcome::Release);

@@ -310,8 +310,9 @@ impl Session {
             r = relay(&mut self.client, backend, packet, kind, &opts) => r,
             _ = self.hard_stop.as_mut() => return Err(ClientCloseReason::Shutdown),
         };
-        self.ctx.latency.backend_time.record(started.elapsed());
-        self.ctx.pool.slots().record_service(started.elapsed());
+        let took = started.elapsed();
+        self.ctx.latency.backend_time.record(took);
+        self.ctx.pool.slots().record_service(took);
         self.ctx.stats.bytes_to_clients.fetch_add(
             self.client.bytes_written() + self.client.queued() as u64 - written,
             Ordering::Relaxed,
