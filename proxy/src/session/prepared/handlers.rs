@@ -136,9 +136,11 @@ impl Session {
         };
         let packet = match self.backend.as_mut() {
             Some(b) if cmd.runs() => {
-                let held = b.stmts.get(&stmt.key).and_then(|s| s.types.clone());
-                let (packet, holds) = cmd.for_backend(payload, backend_id, &stmt, held.as_deref());
-                if let Some(s) = b.stmts.get(&stmt.key) {
+                // One lookup for the held types and their update (the key is the SQL text).
+                let held = b.stmts.get(&stmt.key);
+                let types = held.as_ref().and_then(|s| s.types.as_deref());
+                let (packet, holds) = cmd.for_backend(payload, backend_id, &stmt, types);
+                if let Some(s) = held {
                     s.types = holds;
                 }
                 packet
