@@ -20,7 +20,7 @@ const LISTEN_BACKLOG: u32 = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {source}{}", in_use_hint(source))]
     Listen {
         addr: SocketAddr,
         source: std::io::Error,
@@ -29,6 +29,17 @@ pub enum StartError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Tls(#[from] crate::conn::tls::TlsError),
+}
+
+/// What to do about "address in use": the usual cause is a second sluice on the same port.
+fn in_use_hint(source: &std::io::Error) -> &'static str {
+    if source.kind() == std::io::ErrorKind::AddrInUse {
+        " (another process listens there; several sluice processes can share the client port \
+         only when every one of them sets reuse_port = true, and admin_listen and \
+         metrics_listen each need a port of their own)"
+    } else {
+        ""
+    }
 }
 
 pub struct Proxy;
@@ -81,16 +92,20 @@ impl Proxy {
             auth_failures: Default::default(),
         };
         let listen = config.listen;
-        let listener = bind_listener(listen).map_err(|source| StartError::Listen {
-            addr: listen,
-            source,
-        })?;
+        let listener =
+            bind_listener(listen, config.reuse_port).map_err(|source| StartError::Listen {
+                addr: listen,
+                source,
+            })?;
         let local_addr = listener.local_addr().map_err(|source| StartError::Listen {
             addr: listen,
             source,
         })?;
         let reachable = greeting.is_some();
+        let instance_id = config.instance_id;
         let ctx = Context::new(config, handshake, server, backend_tls);
+        // Before the accept loop starts, so every client id carries it.
+        ctx.registry.set_instance_id(instance_id);
         if let Some((key, target)) = crate::context::default_group(&ctx) {
             if reachable {
                 // The first user's login lane, opened now: it also reads the server's
@@ -187,13 +202,20 @@ impl ProxyHandle {
     }
 }
 
-fn bind_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
+/// The client listener. `reuse_port` (SO_REUSEPORT) lets several sluice processes on one
+/// host listen on the same port, the kernel spreading connections over them; without it a
+/// second process gets "address in use" (SO_REUSEADDR only allows a restart over sockets
+/// in TIME_WAIT, never two listeners).
+fn bind_listener(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
     socket.set_reuseaddr(true)?;
+    if reuse_port {
+        socket.set_reuseport(true)?;
+    }
     socket.bind(addr)?;
     socket.listen(LISTEN_BACKLOG)
 }

@@ -130,6 +130,10 @@ pub struct Config {
     pub admin_listen: Option<SocketAddr>,
     pub admin_users: Vec<UserConfig>,
     pub metrics_listen: Option<SocketAddr>,
+    /// This instance's number (0 ..= 255): the top 8 bits of every client connection id.
+    pub instance_id: u32,
+    /// SO_REUSEPORT on the client listener.
+    pub reuse_port: bool,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub backend_tls: BackendTlsMode,
@@ -339,6 +343,8 @@ impl Config {
             admin_listen: None,
             admin_users: Vec::new(),
             metrics_listen: None,
+            instance_id: 0,
+            reuse_port: false,
             tls_cert: None,
             tls_key: None,
             backend_tls: BackendTlsMode::Preferred,

@@ -168,6 +168,12 @@ settings! {
         "Address of the admin console (MySQL protocol), e.g. 127.0.0.1:6032. Unset: off.";
     metrics_listen, "SLUICE_METRICS_LISTEN", "--metrics-listen", "", "address", false,
         "Address of the Prometheus endpoint (`/metrics`), e.g. 127.0.0.1:9187. Unset: off.";
+    // Running several instances (issue 15); kept together as one block.
+    instance_id, "SLUICE_INSTANCE_ID", "--instance-id", "0", "id", false,
+        "Number of this sluice instance among several behind one balancer (0 to 255; give each instance its own, e.g. a StatefulSet pod's ordinal). Client connection ids (the handshake's thread id, CONNECTION_ID(), what KILL takes) are instance_id * 2^24 + n with n from 1 to 2^24 - 1, so ids of different instances never collide and the owner of an id is id >> 24. A KILL of another instance's id gets error 1094 (unknown thread id): send it through the owning instance.";
+    reuse_port, "SLUICE_REUSE_PORT", "--reuse-port", "false", "bool", false,
+        "Set SO_REUSEPORT on the client listener (`listen`), so several sluice processes on one host (same user) can listen on the same port and the kernel spreads new connections over them. Every process sharing the port must set it; without it a second process fails to start with \"address in use\". The admin console and /metrics never share their ports: give each process its own admin_listen and metrics_listen so that each instance can be inspected and scraped.",
+        { num_args = 0..=1, default_missing_value = "true" };
     tls_cert, "SLUICE_TLS_CERT", "--tls-cert", "", "path", false,
         "PEM certificate chain for client TLS. Needs tls_key.";
     tls_key, "SLUICE_TLS_KEY", "--tls-key", "", "path", false,
@@ -241,6 +247,8 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
         "min_idle" => cfg.min_idle = parse_u32(raw)?,
         "admin_listen" => cfg.admin_listen = opt_addr(raw)?,
         "metrics_listen" => cfg.metrics_listen = opt_addr(raw)?,
+        "instance_id" => cfg.instance_id = parse_u32(raw)?,
+        "reuse_port" => cfg.reuse_port = parse_bool(raw)?,
         "tls_cert" => cfg.tls_cert = opt_path(raw),
         "tls_key" => cfg.tls_key = opt_path(raw),
         "require_secure_transport" => cfg.require_secure_transport = parse_bool(raw)?,
@@ -308,6 +316,8 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "min_idle" => n(cfg.min_idle),
         "admin_listen" => cfg.admin_listen.map(|a| a.to_string()).and_then(s),
         "metrics_listen" => cfg.metrics_listen.map(|a| a.to_string()).and_then(s),
+        "instance_id" => n(cfg.instance_id),
+        "reuse_port" => Some(V::Boolean(cfg.reuse_port)),
         "tls_cert" => cfg
             .tls_cert
             .as_ref()

@@ -467,6 +467,7 @@ fn every_flag_reaches_the_config() {
         "path" => "/x",
         "statements" | "connections" => "5",
         "failures" => "7",
+        "id" => "7",
         _ => "sample",
     };
     let base = Config::for_backend("127.0.0.1:3306", "app", "pw");
@@ -484,6 +485,32 @@ fn every_flag_reaches_the_config() {
             doc.name
         );
     }
+}
+
+#[test]
+fn instance_id_and_reuse_port_default_off_and_instance_id_is_checked() {
+    let c = Config::defaults();
+    assert_eq!((c.instance_id, c.reuse_port), (0, false));
+    let ok = Config::from_toml_str(&format!("instance_id = 255\nreuse_port = true\n{MINIMAL}"))
+        .expect("valid");
+    assert_eq!((ok.instance_id, ok.reuse_port), (255, true));
+    let problems = invalid(Config::from_toml_str(&format!(
+        "instance_id = 256\n{MINIMAL}"
+    )));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("instance_id 256 is over 255")),
+        "{problems:?}"
+    );
+    let cli = Cli::try_parse_from(["sluice", "--reuse-port", "--instance-id", "4"]).expect("cli");
+    let o = Overrides::new(&cli, &env(&[("SLUICE_INSTANCE_ID", "9")]));
+    let mut cfg = Config::defaults();
+    for (k, v, _) in &o.values {
+        apply(&mut cfg, k, v).expect("applies");
+    }
+    // The flag wins over the environment.
+    assert_eq!((cfg.instance_id, cfg.reuse_port), (4, true));
 }
 
 /// `SLUICE_BLESS=1 cargo test -p sluice config::` rewrites the generated files.

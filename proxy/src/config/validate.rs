@@ -16,6 +16,7 @@ impl Config {
         self.check_users(&mut e);
         self.check_listeners(&mut e);
         self.check_limits(&mut e);
+        self.check_instance(&mut e);
         if e.is_empty() {
             Ok(())
         } else {
@@ -107,6 +108,17 @@ impl Config {
             if u.trim().is_empty() {
                 e.push("backend_user is empty; remove it or set a user name".into());
             }
+        }
+    }
+
+    /// `instance_id` must fit the 8 bits above a connection id's per-instance counter.
+    fn check_instance(&self, e: &mut Vec<String>) {
+        let max = crate::registry::MAX_INSTANCE_ID;
+        if self.instance_id > max {
+            e.push(format!(
+                "instance_id {} is over {max}; give each sluice instance a number from 0 to {max} (the top 8 bits of its client connection ids)",
+                self.instance_id
+            ));
         }
     }
 
