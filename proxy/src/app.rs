@@ -12,6 +12,7 @@ use crate::config::{Config, ConfigError, Endpoint};
 use crate::conn::client::HandshakeContext;
 use crate::conn::server_info::{ServerInfo, ServerInfoCell};
 use crate::context::Context;
+use crate::pool::Pool;
 use crate::protocol::Handshake;
 
 /// Connection backlog: hundreds of clients may connect at once; the default 128 makes the
@@ -70,7 +71,7 @@ impl Proxy {
             &config.backend,
         )?;
         let greeting = probe_backend(
-            &config.backend,
+            &config.endpoints()[0],
             config.connect_timeout.min(Duration::from_secs(3)),
         )
         .await;
@@ -102,24 +103,36 @@ impl Proxy {
             source,
         })?;
         let reachable = greeting.is_some();
+        // With several servers (or the split on) the monitor finds the roles; with one, that
+        // server is the writer and nothing is monitored.
+        let topology = config.uses_topology().then(|| {
+            let (settings, connect) =
+                crate::context::monitor_settings(&config, backend_tls.clone());
+            crate::topology::task::spawn(settings, connect).0
+        });
         let instance_id = config.instance_id;
-        let ctx = Context::new(config, handshake, server, backend_tls);
+        let ctx = Context::new(config, handshake, server, backend_tls, topology);
         // Before the accept loop starts, so every client id carries it.
         ctx.registry.set_instance_id(instance_id);
-        if let Some((key, target)) = crate::context::default_group(&ctx) {
-            if reachable {
+        for (index, pool) in ctx.pools().iter().enumerate() {
+            let Some((key, target)) = crate::context::default_group(&ctx, index) else {
+                break;
+            };
+            if reachable || index > 0 {
                 // The first user's login lane, opened now: it also reads the server's
                 // max_connections, which `max_backend_connections = auto` is derived from.
-                let open = ctx.pool.open_control(&key, &target);
+                let open = pool.open_control(&key, &target);
                 let _ = tokio::time::timeout(Duration::from_secs(3), open).await;
             }
-            ctx.pool.set_warm_group(key, target);
+            pool.set_warm_group(key, target);
         }
         let (admin_addr, metrics_addr) = spawn_consoles(&ctx).await?;
         let tracker = TaskTracker::new();
         tracker.spawn(accept_loop(ctx.clone(), listener, tracker.clone()));
         tokio::spawn(maintenance(ctx.clone()));
-        tokio::spawn(crate::autosize::run(ctx.clone()));
+        for index in 0..ctx.pools().len() {
+            tokio::spawn(crate::autosize::run(ctx.clone(), index));
+        }
         tracing::info!(%local_addr, backend = %ctx.config().backend, "sluice listening");
         Ok(ProxyHandle {
             ctx,
@@ -194,10 +207,10 @@ impl ProxyHandle {
         {
             tracing::warn!("drain deadline passed; closing the remaining sessions");
             self.ctx.hard_stop.cancel();
-            self.ctx.pool.close_all();
+            self.ctx.pools().iter().for_each(Pool::close_all);
             let _ = tokio::time::timeout(Duration::from_secs(5), self.tracker.wait()).await;
         }
-        self.ctx.pool.close_all();
+        self.ctx.pools().iter().for_each(Pool::close_all);
         tracing::info!("sluice stopped");
     }
 }
@@ -258,15 +271,18 @@ async fn maintenance(ctx: Arc<Context>) {
             _ = ctx.shutdown.cancelled() => return,
         }
         let config = ctx.config();
-        ctx.pool
-            .close_idle_older_than(config.server_idle_timeout, config.min_idle);
-        ctx.pool.warm_up(config.min_idle);
+        for pool in ctx.pools() {
+            pool.close_idle_older_than(config.server_idle_timeout, config.min_idle);
+            pool.warm_up(config.min_idle);
+        }
         since_check += Duration::from_secs(1);
         // 0 disables the checks (as documented).
         if !config.health_check_interval.is_zero() && since_check >= config.health_check_interval {
             since_check = Duration::ZERO;
-            let pool = ctx.pool.clone();
-            tokio::spawn(async move { pool.check_idle().await });
+            for pool in ctx.pools() {
+                let pool = pool.clone();
+                tokio::spawn(async move { pool.check_idle().await });
+            }
         }
     }
 }

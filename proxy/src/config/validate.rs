@@ -17,6 +17,7 @@ impl Config {
         self.check_listeners(&mut e);
         self.check_limits(&mut e);
         self.check_instance(&mut e);
+        self.check_servers(&mut e);
         if e.is_empty() {
             Ok(())
         } else {
@@ -143,11 +144,13 @@ impl Config {
             }
             _ => {}
         }
-        if self.backend_tls.requires_tls() && self.backend.is_unix() {
-            e.push(format!(
-                "backend_tls = {} cannot be used with the Unix socket {:?}: a local socket carries no TLS (MySQL counts it as secure); use disabled or preferred, or a host:port backend",
-                self.backend_tls, self.backend
-            ));
+        for endpoint in self.endpoints() {
+            if self.backend_tls.requires_tls() && endpoint.is_unix() {
+                e.push(format!(
+                    "backend_tls = {} cannot be used with the Unix socket {:?}: a local socket carries no TLS (MySQL counts it as secure); use disabled or preferred, or a host:port backend",
+                    self.backend_tls, endpoint
+                ));
+            }
         }
         if self.backend_tls.verifies() && self.backend_tls_ca.is_none() {
             e.push(format!(
@@ -191,6 +194,25 @@ impl Config {
             if !v.bytes().all(|b| (0x20..0x7f).contains(&b)) || v.len() > 200 {
                 e.push("server_version must be printable ASCII of at most 200 characters".into());
             }
+        }
+    }
+}
+
+impl Config {
+    fn check_servers(&self, e: &mut Vec<String>) {
+        let mut seen = HashSet::new();
+        for s in &self.servers {
+            if !seen.insert(s.to_string()) {
+                e.push(format!(
+                    "servers lists {s} twice; keep one entry per server"
+                ));
+            }
+        }
+        if self.uses_topology() && self.monitor_interval.is_zero() {
+            e.push("monitor_interval is 0; set a positive duration such as 500ms".into());
+        }
+        if self.uses_topology() && self.monitor_credentials().0.is_empty() {
+            e.push("the topology monitor has no account; set monitor_user and monitor_password (or backend_user)".into());
         }
     }
 }
