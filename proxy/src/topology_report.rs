@@ -34,6 +34,8 @@ pub enum CheckState {
     Down,
     /// Before the first monitor round.
     Unknown,
+    /// One server and read_write_split off: no monitor runs, the server is the writer.
+    Unmonitored,
 }
 
 impl CheckState {
@@ -42,6 +44,7 @@ impl CheckState {
             CheckState::Up => "up",
             CheckState::Down => "down",
             CheckState::Unknown => "unknown",
+            CheckState::Unmonitored => "unmonitored",
         }
     }
 }
@@ -57,8 +60,9 @@ impl ServerReport {
 }
 
 /// The reports in configured order; `addresses[i]` names server `i` (missing names show as
-/// `server <i>`).
-pub fn servers(snapshot: &Snapshot, addresses: &[String]) -> Vec<ServerReport> {
+/// `server <i>`). `monitored`: whether a monitor runs (`Config::uses_topology`); without
+/// one the snapshot is the fixed single writer.
+pub fn servers(snapshot: &Snapshot, addresses: &[String], monitored: bool) -> Vec<ServerReport> {
     snapshot
         .topology
         .servers
@@ -72,6 +76,7 @@ pub fn servers(snapshot: &Snapshot, addresses: &[String]) -> Vec<ServerReport> {
                 .unwrap_or_else(|| format!("server {index}")),
             role: view.role,
             state: match view.role {
+                _ if !monitored => CheckState::Unmonitored,
                 _ if snapshot.round == 0 => CheckState::Unknown,
                 Role::Excluded(Exclusion::CheckFailed(_)) => CheckState::Down,
                 _ => CheckState::Up,
@@ -137,8 +142,11 @@ pub const ALERT_KINDS: [&str; 5] = [
 ];
 
 /// This round's alerts: the topology's own (split brain first), then "no writer" when
-/// writes wait, or "monitor starting" before the first round.
-pub fn alerts(snapshot: &Snapshot) -> Vec<AlertReport> {
+/// writes wait, or "monitor starting" before the first round. None without a monitor.
+pub fn alerts(snapshot: &Snapshot, monitored: bool) -> Vec<AlertReport> {
+    if !monitored {
+        return Vec::new();
+    }
     if snapshot.round == 0 {
         return vec![AlertReport {
             kind: "monitor_starting",
@@ -247,7 +255,7 @@ mod tests {
             state(2, true, replica_of(1, Some(1))),
             state(3, true, replica_of(1, None)),
         ]);
-        let r = servers(&s, &names());
+        let r = servers(&s, &names(), true);
         assert_eq!(r.len(), 3);
         assert_eq!(
             (r[0].role, r[0].state, r[0].address.as_str()),
@@ -261,7 +269,7 @@ mod tests {
         assert_eq!(r[2].excluded(), Some(Exclusion::LagUnknown));
         assert_eq!(role_label(r[2].role), "excluded");
         assert_eq!(exclusion_label(Exclusion::LagUnknown), "lag_unknown");
-        assert!(alerts(&s).is_empty(), "{:?}", alerts(&s));
+        assert!(alerts(&s, true).is_empty(), "{:?}", alerts(&s, true));
     }
 
     #[test]
@@ -270,14 +278,14 @@ mod tests {
             Err(CheckFailure::Unreachable),
             state(2, true, replica_of(1, Some(0))),
         ]);
-        let r = servers(&s, &names()[..1]);
+        let r = servers(&s, &names()[..1], true);
         assert_eq!(r[0].state, CheckState::Down);
         assert_eq!(
             exclusion_label(r[0].excluded().unwrap()),
             "check_failed_unreachable"
         );
         assert_eq!(r[1].address, "server 1");
-        let a = alerts(&s);
+        let a = alerts(&s, true);
         assert_eq!(a.len(), 1, "{a:?}");
         assert_eq!(a[0].kind, "no_writer");
         assert!(a[0].text.contains("writer_wait_timeout"), "{}", a[0].text);
@@ -286,7 +294,7 @@ mod tests {
     #[test]
     fn two_writable_servers_raise_a_split_brain_alert() {
         let s = snapshot(&[state(1, false, None), state(2, false, None)]);
-        let kinds: Vec<&str> = alerts(&s).iter().map(|a| a.kind).collect();
+        let kinds: Vec<&str> = alerts(&s, true).iter().map(|a| a.kind).collect();
         assert!(kinds.contains(&"ambiguous_writers"), "{kinds:?}");
         assert!(kinds.contains(&"no_writer"), "{kinds:?}");
         for k in kinds {
@@ -300,7 +308,7 @@ mod tests {
             state(1, false, None),
             state(2, false, replica_of(1, Some(0))),
         ]);
-        let a = alerts(&s);
+        let a = alerts(&s, true);
         assert_eq!(a[0].kind, "writable_replica");
         assert_eq!(a[0].server, Some(1));
     }
@@ -308,8 +316,20 @@ mod tests {
     #[test]
     fn before_the_first_round_everything_is_unknown() {
         let s = Snapshot::unknown(2);
-        let r = servers(&s, &names());
+        let r = servers(&s, &names(), true);
         assert!(r.iter().all(|r| r.state == CheckState::Unknown));
-        assert_eq!(alerts(&s)[0].kind, "monitor_starting");
+        assert_eq!(alerts(&s, true)[0].kind, "monitor_starting");
+    }
+
+    #[test]
+    fn without_a_monitor_the_one_server_is_the_unmonitored_writer() {
+        let s = Snapshot::single_writer();
+        let r = servers(&s, &names()[..1], false);
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            (r[0].role, r[0].state),
+            (Role::Writer, CheckState::Unmonitored)
+        );
+        assert!(alerts(&s, false).is_empty());
     }
 }
