@@ -12,7 +12,7 @@ use dbkit::replication::{Threads, APP_PASSWORD, APP_USER, MONITOR_PASSWORD, MONI
 use dbkit::{Cluster, ClusterOptions};
 use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder, Row};
-use sluice::config::{Endpoint, PoolSize, Secret, UserConfig};
+use sluice::config::{Endpoint, PoolSize, ReadWriteSplit, Secret, UserConfig};
 use sluice::{Config, Proxy, ProxyHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -33,6 +33,7 @@ fn config(cluster: &Cluster) -> Config {
     cfg.monitor_user = Some(MONITOR_USER.into());
     cfg.monitor_password = Some(Secret::new(MONITOR_PASSWORD.into()));
     cfg.monitor_interval = Duration::from_millis(100);
+    cfg.read_write_split = ReadWriteSplit::On;
     cfg.pool_size = PoolSize::Fixed(2);
     cfg.admin_listen = Some("127.0.0.1:0".parse().unwrap());
     cfg.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
@@ -232,6 +233,48 @@ async fn show_servers_and_metrics_follow_roles_lag_exclusions_and_alerts() {
         sample(&body, "sluice_topology_alerts", &["kind=\"split_brain\""]),
         Some(0.0)
     );
+
+    // Reads through sluice (the split is on) are counted by the server that ran them, and
+    // the routing counters name server, route and why.
+    let mut c = Conn::new(
+        OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(proxy.local_addr().port())
+            .user(Some("app"))
+            .pass(Some("secret"))
+            .prefer_socket(false)
+            // Set, so the driver sends no SELECT of its own at connect.
+            .max_allowed_packet(Some(64 << 20))
+            .wait_timeout(Some(28800)),
+    )
+    .await
+    .expect("client through sluice");
+    for _ in 0..10 {
+        let n: u64 = c
+            .query_first("SELECT COUNT(*) FROM app.t")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    c.query_drop("INSERT INTO app.t VALUES (2)").await.unwrap();
+    let body = metrics(&proxy).await;
+    let replica_reads: f64 = ["server=\"1\"", "server=\"2\""]
+        .iter()
+        .filter_map(|s| sample(&body, "sluice_reads_total", &[s]))
+        .sum();
+    assert_eq!(replica_reads, 10.0, "{body}");
+    let routed_reads: f64 = ["server=\"1\"", "server=\"2\""]
+        .iter()
+        .filter_map(|s| sample(&body, "sluice_routed_total", &[s, "route=\"replica\""]))
+        .sum();
+    assert_eq!(routed_reads, 10.0, "{body}");
+    assert!(
+        sample(&body, "sluice_routed_total", &[&s0, "route=\"writer\""]).is_some_and(|n| n >= 1.0),
+        "the INSERT went to the writer: {body}"
+    );
+    assert!(sample(&body, "sluice_ryw_fallbacks_total", &[]).is_some());
+    c.disconnect().await.unwrap();
 
     // A stopped SQL thread: excluded, with its reason, in both places.
     blocking(|| cluster.stop_replication(1, Threads::Sql)).expect("STOP SLAVE SQL_THREAD");

@@ -390,6 +390,11 @@ pub fn stats(ctx: &Context, started: Instant) -> Table {
     );
     counter("replays".into(), s.replays.load(Relaxed));
     counter("bytes_to_clients".into(), s.bytes_to_clients.load(Relaxed));
+    counter("ryw_fallbacks".into(), s.ryw_fallbacks.load(Relaxed));
+    // Where statements went, with several servers or the split on (server.route.why).
+    for ((server, route, why), n) in s.routed_snapshot() {
+        counter(format!("routed.{server}.{route}.{why}"), n);
+    }
     for r in ClientCloseReason::ALL {
         counter(format!("client_disconnects.{r}"), s.client_closes_by(*r));
     }

@@ -2,6 +2,11 @@
 //! writer's presence and the alerts, all read from the monitor's last snapshot through
 //! [`crate::topology_report`] (the same reports SHOW SERVERS shows).
 //!
+//! Routing is here too: `routed_total{server,address,route,why}` (every routed statement),
+//! `reads_total{server,address}` (statements routed as reads, wherever they ran) and
+//! `ryw_fallbacks_total` (reads sent to the writer because no replica had the session's
+//! last write, or a wait for it timed out).
+//!
 //! Every series carries `server` (the index in `servers`) and `address`; a role or reason
 //! is a label whose series is 1 for the current value, so `sluice_server_role{role="writer"}
 //! == 1` finds the writer and an alert on `sluice_writer_present == 0` finds a cluster that
@@ -10,6 +15,7 @@
 use std::fmt;
 
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
@@ -116,10 +122,89 @@ pub(super) fn encode(e: &mut DescriptorEncoder, ctx: &Context) -> fmt::Result {
         "kind",
         by_kind,
     )?;
+    routing(e, ctx, &addresses)?;
     super::counter(
         e,
         "monitor_rounds",
         "Monitor rounds finished (stays 0 without a monitor)",
         snapshot.round,
     )
+}
+
+/// Why-labels of a statement routed to the writer that was still a read (it could have gone
+/// to a replica): the session's write was not on any replica yet, no replica was usable,
+/// `primary_reads = always`, or an unreadable `sluice:min_gtid` token.
+const READ_FALLBACKS: [&str; 4] = [
+    "ryw_fallback",
+    "no_replica",
+    "primary_reads",
+    "unreadable_token",
+];
+
+fn is_read(route: &str, why: &str) -> bool {
+    route == "replica" || route == "held" || READ_FALLBACKS.contains(&why)
+}
+
+/// The routing counters (C1's `Stats::routed` and `Stats::ryw_fallbacks`).
+fn routing(e: &mut DescriptorEncoder, ctx: &Context, addresses: &[String]) -> fmt::Result {
+    let routed = ctx.stats.routed_snapshot();
+    let address = |i: usize| addresses.get(i).map_or("", String::as_str);
+    {
+        let mut m = e.encode_descriptor(
+            "routed",
+            "Statements routed, by server, route (writer, replica, held: a read-only transaction's server) and why",
+            None,
+            MetricType::Counter,
+        )?;
+        for ((server, route, why), n) in &routed {
+            let index = server.to_string();
+            let labels = [
+                ("server", index.as_str()),
+                ("address", address(*server)),
+                ("route", route),
+                ("why", why),
+            ];
+            ConstCounter::new(*n).encode(m.encode_family(&labels)?)?;
+        }
+    }
+    {
+        let mut m = e.encode_descriptor(
+            "reads",
+            "Statements routed as reads, by the server that ran them (replicas, and the writer when a read fell back to it)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (index, addr) in addresses.iter().enumerate() {
+            let n: u64 = routed
+                .iter()
+                .filter(|((server, route, why), _)| *server == index && is_read(route, why))
+                .map(|(_, n)| n)
+                .sum();
+            let index = index.to_string();
+            let labels = [("server", index.as_str()), ("address", addr.as_str())];
+            ConstCounter::new(n).encode(m.encode_family(&labels)?)?;
+        }
+    }
+    super::counter(
+        e,
+        "ryw_fallbacks",
+        "Reads sent to the writer because no replica had the session's last write (read_your_writes), or a wait for it timed out",
+        ctx.stats.ryw_fallbacks.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_replica_routes_and_read_fallbacks_to_the_writer() {
+        assert!(is_read("replica", "read"));
+        assert!(is_read("held", "read_only_transaction"));
+        assert!(is_read("writer", "ryw_fallback"));
+        assert!(is_read("writer", "no_replica"));
+        assert!(!is_read("writer", "not_safe"));
+        assert!(!is_read("writer", "in_transaction"));
+        assert!(!is_read("writer", "split_off"));
+    }
 }
