@@ -138,6 +138,13 @@ impl Registry {
         self.instance_base.store(base, Ordering::Relaxed);
     }
 
+    /// The `instance_id` that owns `id` when it is another instance's (a KILL of it here can
+    /// only say where it lives); `None` for this instance's ids.
+    pub fn foreign_owner(&self, id: u32) -> Option<u32> {
+        let owner = instance_of(id);
+        (owner != self.instance_id()).then_some(owner)
+    }
+
     /// This instance's `instance_id`.
     pub fn instance_id(&self) -> u32 {
         instance_of(self.instance_base.load(Ordering::Relaxed))
@@ -229,8 +236,10 @@ mod tests {
         assert_eq!(b.info.id, 3 * (1 << 24) + 2);
         assert_eq!(instance_of(a.info.id), 3);
         assert!(r.get(a.info.id).is_some());
-        // Instance 3's registry knows nothing of instance 0's id 1.
+        // Instance 3's registry knows nothing of instance 0's id 1, and says who owns it.
         assert!(r.get(1).is_none());
+        assert_eq!(r.foreign_owner(1), Some(0));
+        assert_eq!(r.foreign_owner(a.info.id), None);
     }
 
     #[test]

@@ -15,7 +15,7 @@ const COUNTER_BITS: u32 = 24;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_ids_carry_the_instance_id_and_kill_stays_within_its_instance() {
-    let mut a_cfg = config(2);
+    let mut a_cfg = crate::admin::admin_config(2);
     a_cfg.instance_id = 1;
     let mut b_cfg = config(2);
     b_cfg.instance_id = 2;
