@@ -338,7 +338,10 @@ impl Session {
         );
         self.reg.info.backend_thread.store(0, Ordering::Relaxed);
         match result {
-            Ok(summary) => Ok(Some(summary)),
+            Ok(summary) => {
+                self.track_write(&summary);
+                Ok(Some(summary))
+            }
             Err(RelayError::Client(e)) => {
                 tracing::debug!(client = self.reg.info.id, "client failed mid-response: {e}");
                 Err(match e {

@@ -33,10 +33,11 @@ impl Session {
         if self.slot.is_some() || self.backend.is_some() || !self.config.uses_topology() {
             return Ok(());
         }
-        let token = match pending.min_gtid.as_deref() {
-            None => None,
-            Some(text) => Some(GtidPosition::parse_any(text).ok()),
-        };
+        // `Some(None)`: a token that is not a GTID position (the read goes to the writer).
+        let token = pending
+            .min_gtid
+            .as_deref()
+            .map(|text| GtidPosition::parse_any(text).ok());
         let settings = route_config(&self.config);
         let deadline = Instant::now() + self.config.writer_wait_timeout;
         let mut rx = self.ctx.topology_watch();
@@ -98,6 +99,24 @@ impl Session {
             self.ctx.stats.routed(index, route, why);
             self.use_server(index);
             return Ok(());
+        }
+    }
+
+    /// Read-your-writes: the union of every write GTID the session's OKs reported (MariaDB
+    /// `last_gtid`, MySQL OWN_GTID), so a later read goes only where all of them are.
+    pub(super) fn track_write(&mut self, summary: &crate::protocol::ResponseSummary) {
+        let Some(report) = crate::protocol::last_write_gtid(&summary.state_changes) else {
+            return;
+        };
+        let Ok(text) = std::str::from_utf8(report.text()) else {
+            return;
+        };
+        let Ok(position) = GtidPosition::parse_any(text.trim()) else {
+            return;
+        };
+        match &mut self.last_write {
+            Some(have) if have.flavor() == position.flavor() => have.include(&position),
+            other => *other = Some(position),
         }
     }
 
