@@ -189,9 +189,9 @@ async fn show_servers_and_metrics_follow_roles_lag_exclusions_and_alerts() {
     assert_eq!(pool_states.len(), 3, "{lines:#?}");
 
     let body = metrics(&proxy).await;
-    let s0 = format!("server=\"0\"");
+    let s0 = "server=\"0\"";
     assert_eq!(
-        sample(&body, "sluice_server_role", &[&s0, "role=\"writer\""]),
+        sample(&body, "sluice_server_role", &[s0, "role=\"writer\""]),
         Some(1.0),
         "{body}"
     );
@@ -270,7 +270,7 @@ async fn show_servers_and_metrics_follow_roles_lag_exclusions_and_alerts() {
         .sum();
     assert_eq!(routed_reads, 10.0, "{body}");
     assert!(
-        sample(&body, "sluice_routed_total", &[&s0, "route=\"writer\""]).is_some_and(|n| n >= 1.0),
+        sample(&body, "sluice_routed_total", &[s0, "route=\"writer\""]).is_some_and(|n| n >= 1.0),
         "the INSERT went to the writer: {body}"
     );
     assert!(sample(&body, "sluice_ryw_fallbacks_total", &[]).is_some());
