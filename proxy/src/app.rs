@@ -12,6 +12,7 @@ use crate::config::{Config, ConfigError, Endpoint};
 use crate::conn::client::HandshakeContext;
 use crate::conn::server_info::{ServerInfo, ServerInfoCell};
 use crate::context::Context;
+use crate::pool::Pool;
 use crate::protocol::Handshake;
 
 /// Connection backlog: hundreds of clients may connect at once; the default 128 makes the
@@ -20,7 +21,7 @@ const LISTEN_BACKLOG: u32 = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {source}{}", in_use_hint(source))]
     Listen {
         addr: SocketAddr,
         source: std::io::Error,
@@ -29,6 +30,17 @@ pub enum StartError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Tls(#[from] crate::conn::tls::TlsError),
+}
+
+/// What to do about "address in use": the usual cause is a second sluice on the same port.
+fn in_use_hint(source: &std::io::Error) -> &'static str {
+    if source.kind() == std::io::ErrorKind::AddrInUse {
+        " (another process listens there; several sluice processes can share the client port \
+         only when every one of them sets reuse_port = true, and admin_listen and \
+         metrics_listen each need a port of their own)"
+    } else {
+        ""
+    }
 }
 
 pub struct Proxy;
@@ -59,7 +71,7 @@ impl Proxy {
             &config.backend,
         )?;
         let greeting = probe_backend(
-            &config.backend,
+            &config.endpoints()[0],
             config.connect_timeout.min(Duration::from_secs(3)),
         )
         .await;
@@ -81,30 +93,46 @@ impl Proxy {
             auth_failures: Default::default(),
         };
         let listen = config.listen;
-        let listener = bind_listener(listen).map_err(|source| StartError::Listen {
-            addr: listen,
-            source,
-        })?;
+        let listener =
+            bind_listener(listen, config.reuse_port).map_err(|source| StartError::Listen {
+                addr: listen,
+                source,
+            })?;
         let local_addr = listener.local_addr().map_err(|source| StartError::Listen {
             addr: listen,
             source,
         })?;
         let reachable = greeting.is_some();
-        let ctx = Context::new(config, handshake, server, backend_tls);
-        if let Some((key, target)) = crate::context::default_group(&ctx) {
-            if reachable {
+        // With several servers (or the split on) the monitor finds the roles; with one, that
+        // server is the writer and nothing is monitored.
+        let topology = config.uses_topology().then(|| {
+            let (settings, connect) =
+                crate::context::monitor_settings(&config, backend_tls.clone());
+            crate::topology::task::spawn(settings, connect).0
+        });
+        let instance_id = config.instance_id;
+        let ctx = Context::new(config, handshake, server, backend_tls, topology);
+        // Before the accept loop starts, so every client id carries it.
+        ctx.registry.set_instance_id(instance_id);
+        for (index, pool) in ctx.pools().iter().enumerate() {
+            let Some((key, target)) = crate::context::default_group(&ctx, index) else {
+                break;
+            };
+            if reachable || index > 0 {
                 // The first user's login lane, opened now: it also reads the server's
                 // max_connections, which `max_backend_connections = auto` is derived from.
-                let open = ctx.pool.open_control(&key, &target);
+                let open = pool.open_control(&key, &target);
                 let _ = tokio::time::timeout(Duration::from_secs(3), open).await;
             }
-            ctx.pool.set_warm_group(key, target);
+            pool.set_warm_group(key, target);
         }
         let (admin_addr, metrics_addr) = spawn_consoles(&ctx).await?;
         let tracker = TaskTracker::new();
         tracker.spawn(accept_loop(ctx.clone(), listener, tracker.clone()));
         tokio::spawn(maintenance(ctx.clone()));
-        tokio::spawn(crate::autosize::run(ctx.clone()));
+        for index in 0..ctx.pools().len() {
+            tokio::spawn(crate::autosize::run(ctx.clone(), index));
+        }
         tracing::info!(%local_addr, backend = %ctx.config().backend, "sluice listening");
         Ok(ProxyHandle {
             ctx,
@@ -179,21 +207,28 @@ impl ProxyHandle {
         {
             tracing::warn!("drain deadline passed; closing the remaining sessions");
             self.ctx.hard_stop.cancel();
-            self.ctx.pool.close_all();
+            self.ctx.pools().iter().for_each(Pool::close_all);
             let _ = tokio::time::timeout(Duration::from_secs(5), self.tracker.wait()).await;
         }
-        self.ctx.pool.close_all();
+        self.ctx.pools().iter().for_each(Pool::close_all);
         tracing::info!("sluice stopped");
     }
 }
 
-fn bind_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
+/// The client listener. `reuse_port` (SO_REUSEPORT) lets several sluice processes on one
+/// host listen on the same port, the kernel spreading connections over them; without it a
+/// second process gets "address in use" (SO_REUSEADDR only allows a restart over sockets
+/// in TIME_WAIT, never two listeners).
+fn bind_listener(addr: SocketAddr, reuse_port: bool) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
     socket.set_reuseaddr(true)?;
+    if reuse_port {
+        socket.set_reuseport(true)?;
+    }
     socket.bind(addr)?;
     socket.listen(LISTEN_BACKLOG)
 }
@@ -236,15 +271,18 @@ async fn maintenance(ctx: Arc<Context>) {
             _ = ctx.shutdown.cancelled() => return,
         }
         let config = ctx.config();
-        ctx.pool
-            .close_idle_older_than(config.server_idle_timeout, config.min_idle);
-        ctx.pool.warm_up(config.min_idle);
+        for pool in ctx.pools() {
+            pool.close_idle_older_than(config.server_idle_timeout, config.min_idle);
+            pool.warm_up(config.min_idle);
+        }
         since_check += Duration::from_secs(1);
         // 0 disables the checks (as documented).
         if !config.health_check_interval.is_zero() && since_check >= config.health_check_interval {
             since_check = Duration::ZERO;
-            let pool = ctx.pool.clone();
-            tokio::spawn(async move { pool.check_idle().await });
+            for pool in ctx.pools() {
+                let pool = pool.clone();
+                tokio::spawn(async move { pool.check_idle().await });
+            }
         }
     }
 }

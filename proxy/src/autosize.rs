@@ -17,8 +17,12 @@ use crate::stats::LimitReason;
 /// enough for a few dozen statements of a typical OLTP mix to finish.
 pub const TICK: Duration = Duration::from_millis(250);
 
-/// Runs until shutdown.
-pub async fn run(ctx: Arc<Context>) {
+/// Runs until shutdown, for server `index`'s pool (each server has its own limiter).
+/// Server 0's status is the one `Context::limit` publishes.
+pub async fn run(ctx: Arc<Context>, index: usize) {
+    let Some(pool) = ctx.pool_for(index).cloned() else {
+        return;
+    };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut limiter: Option<Limiter> = None;
@@ -31,20 +35,21 @@ pub async fn run(ctx: Arc<Context>) {
         let now = Instant::now();
         let elapsed = now - last;
         last = now;
-        let slots = ctx.pool.slots();
+        let slots = pool.slots();
         let window = slots.take_window();
         let config = ctx.config();
         if config.pool_size != PoolSize::Auto {
-            if limiter.take().is_some() {
+            if limiter.take().is_some() && index == 0 {
                 ctx.limit.set(LimitStatus::default());
             }
             continue;
         }
-        let (min, max) = config.pool_bounds(ctx.pool.cap_for(config.max_backend_connections));
+        let (min, max) = config.pool_bounds(pool.cap_for(config.max_backend_connections));
         let l = limiter.get_or_insert_with(|| {
             let l = Limiter::new(min, max, slots.size(), Tuning::default());
             apply(
                 &ctx,
+                &pool,
                 &Change {
                     limit: l.limit(),
                     reason: LimitReason::Start,
@@ -54,7 +59,7 @@ pub async fn run(ctx: Arc<Context>) {
             l
         });
         if let Some(c) = l.set_bounds(min, max) {
-            apply(&ctx, &c);
+            apply(&ctx, &pool, &c);
         }
         let sample = Sample {
             elapsed,
@@ -63,17 +68,19 @@ pub async fn run(ctx: Arc<Context>) {
             demand: window.peak_waiting > 0 || window.peak_in_use >= slots.size(),
         };
         if let Some(c) = l.observe(sample) {
-            apply(&ctx, &c);
+            apply(&ctx, &pool, &c);
         }
-        ctx.limit.set(LimitStatus {
-            auto: true,
-            reason: l.status().to_string(),
-        });
+        if index == 0 {
+            ctx.limit.set(LimitStatus {
+                auto: true,
+                reason: l.status().to_string(),
+            });
+        }
     }
 }
 
-fn apply(ctx: &Context, c: &Change) {
-    ctx.pool.slots().resize(c.limit);
+fn apply(ctx: &Context, pool: &crate::pool::Pool, c: &Change) {
+    pool.slots().resize(c.limit);
     ctx.stats.limit_changed(c.reason);
     tracing::debug!(limit = c.limit, reason = %c.reason, "{}", c.detail);
 }

@@ -10,6 +10,7 @@ mod docs;
 mod endpoint;
 mod file;
 mod read;
+mod replicas;
 mod settings;
 mod validate;
 mod values;
@@ -27,6 +28,7 @@ pub use cli::{Cli, ACTION_FLAGS};
 pub use docs::{config_docs_markdown, example_toml};
 pub use endpoint::Endpoint;
 pub use file::{FileUser, Scalar};
+pub use replicas::{PrimaryReads, ReadWriteSplit, ReadYourWrites};
 pub use settings::{setting, FileConfig, SettingArgs, SettingDoc, SETTINGS};
 pub use values::{
     format_duration, parse_bytes, parse_duration, AuthPluginName, BackendLimit, BackendTlsMode,
@@ -130,12 +132,29 @@ pub struct Config {
     pub admin_listen: Option<SocketAddr>,
     pub admin_users: Vec<UserConfig>,
     pub metrics_listen: Option<SocketAddr>,
+    /// This instance's number (0 ..= 255): the top 8 bits of every client connection id.
+    pub instance_id: u32,
+    /// SO_REUSEPORT on the client listener.
+    pub reuse_port: bool,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub backend_tls: BackendTlsMode,
     pub backend_tls_ca: Option<PathBuf>,
     pub require_secure_transport: bool,
     pub log_format: LogFormat,
+    /// `servers`: every server of the replication setup, in configured order (the index
+    /// the topology, the pools and SHOW SERVERS use). Empty: the one server in `backend`;
+    /// read it through [`Config::endpoints`].
+    pub servers: Vec<Endpoint>,
+    pub monitor_user: Option<String>,
+    pub monitor_password: Option<Secret>,
+    pub monitor_interval: Duration,
+    pub read_write_split: ReadWriteSplit,
+    pub primary_reads: PrimaryReads,
+    pub max_replica_lag: Duration,
+    pub read_your_writes: ReadYourWrites,
+    pub gtid_wait_timeout: Duration,
+    pub writer_wait_timeout: Duration,
     /// The file this came from, re-read by `reload` (RELOAD, SIGHUP).
     pub config_path: Option<PathBuf>,
     /// The file holds a plaintext password (see `warnings`).
@@ -161,6 +180,7 @@ pub struct Overrides {
     values: Vec<(&'static str, String, String)>,
     users: Option<(Vec<String>, String)>,
     admin_users: Option<(Vec<String>, String)>,
+    servers: Option<(Vec<String>, String)>,
 }
 
 impl Overrides {
@@ -182,6 +202,7 @@ impl Overrides {
         }
         o.users = env_list("SLUICE_USERS");
         o.admin_users = env_list("SLUICE_ADMIN_USERS");
+        o.servers = env_list("SLUICE_SERVERS");
         for (name, v) in cli.settings.values() {
             let doc = setting(name);
             let src = doc.map_or(String::new(), |d| format!("{} or env {}", d.flag, d.env));
@@ -194,6 +215,10 @@ impl Overrides {
             let src = "--admin-user or env SLUICE_ADMIN_USERS".into();
             o.admin_users = Some((cli.admin_users.clone(), src));
         }
+        if !cli.servers.is_empty() {
+            let src = "--server or env SLUICE_SERVERS".into();
+            o.servers = Some((cli.servers.clone(), src));
+        }
         o
     }
 }
@@ -204,6 +229,38 @@ impl Config {
     pub fn pool_bounds(&self, max_open: u32) -> (u32, u32) {
         let max = self.max_pool_size.min(max_open).max(1);
         (self.min_pool_size.clamp(1, max), max)
+    }
+
+    /// Every server, in configured order: `servers`, or the one `backend`.
+    pub fn endpoints(&self) -> &[Endpoint] {
+        if self.servers.is_empty() {
+            std::slice::from_ref(&self.backend)
+        } else {
+            &self.servers
+        }
+    }
+
+    /// Whether the topology monitor runs: several servers, or the split asked for. With one
+    /// server and the split off, that server is the writer and nothing is monitored.
+    pub fn uses_topology(&self) -> bool {
+        self.endpoints().len() > 1 || self.read_write_split == ReadWriteSplit::On
+    }
+
+    /// The monitor's account: `monitor_user` / `monitor_password`, else `backend_user` /
+    /// `backend_password`, else the first user's backend credentials.
+    pub fn monitor_credentials(&self) -> (String, String) {
+        let fallback = self.users.first().map(|u| u.backend_credentials(self));
+        let user = self
+            .monitor_user
+            .clone()
+            .or_else(|| fallback.map(|(u, _)| u.to_string()))
+            .unwrap_or_default();
+        let password = match (&self.monitor_password, fallback) {
+            (Some(p), _) => p.expose().to_string(),
+            (None, Some((_, p))) => p.to_string(),
+            (None, None) => String::new(),
+        };
+        (user, password)
     }
 
     /// Built-in defaults with no users (not valid on its own).
@@ -279,6 +336,7 @@ impl Config {
                 "users" => self.users != other.users,
                 "admin_users" => self.admin_users != other.admin_users,
                 "config" => self.config_path != other.config_path,
+                "servers" => self.servers != other.servers,
                 key => render(self, key, false) != render(other, key, false),
             };
             if !changed {
@@ -291,6 +349,10 @@ impl Config {
                     users_summary(&other.admin_users),
                 ),
                 "config" => (path_text(&self.config_path), path_text(&other.config_path)),
+                "servers" => (
+                    endpoints_text(&self.servers),
+                    endpoints_text(&other.servers),
+                ),
                 key => (
                     show(render(self, key, true)),
                     show(render(other, key, true)),
@@ -339,12 +401,24 @@ impl Config {
             admin_listen: None,
             admin_users: Vec::new(),
             metrics_listen: None,
+            instance_id: 0,
+            reuse_port: false,
             tls_cert: None,
             tls_key: None,
             backend_tls: BackendTlsMode::Preferred,
             backend_tls_ca: None,
             require_secure_transport: false,
             log_format: LogFormat::Text,
+            servers: Vec::new(),
+            monitor_user: None,
+            monitor_password: None,
+            monitor_interval: Duration::ZERO,
+            read_write_split: ReadWriteSplit::Off,
+            primary_reads: PrimaryReads::Fallback,
+            max_replica_lag: Duration::ZERO,
+            read_your_writes: ReadYourWrites::Session,
+            gtid_wait_timeout: Duration::ZERO,
+            writer_wait_timeout: Duration::ZERO,
             config_path: None,
             file_has_plaintext_password: false,
             overrides: Arc::default(),
@@ -355,6 +429,14 @@ impl Config {
 fn users_summary(users: &[UserConfig]) -> String {
     let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
     format!("[{}] (passwords masked)", names.join(", "))
+}
+
+fn endpoints_text(servers: &[Endpoint]) -> String {
+    if servers.is_empty() {
+        return "(unset)".into();
+    }
+    let list: Vec<String> = servers.iter().map(Endpoint::to_string).collect();
+    format!("[{}]", list.join(", "))
 }
 
 fn path_text(p: &Option<PathBuf>) -> String {
@@ -420,6 +502,29 @@ fn merge(
         ),
     };
     cfg.admin_users = admins.unwrap_or_default();
+    let servers = match &overrides.servers {
+        Some((specs, src)) => Some((specs.clone(), src.clone())),
+        None => file.and_then(|(f, path)| {
+            let list = f.servers.clone()?;
+            Some((list, format!("servers in {}", path.display())))
+        }),
+    };
+    if let Some((specs, source)) = servers {
+        if let Some((_, backend_source)) = raw.get("backend") {
+            errors.push(format!(
+                "both backend ({backend_source}) and servers ({source}) are set; drop backend: servers lists every server, backend is the one-server shorthand"
+            ));
+        }
+        for spec in specs.iter().filter(|s| !s.trim().is_empty()) {
+            match Endpoint::checked(spec.trim()) {
+                Ok(e) => cfg.servers.push(e),
+                Err(e) => errors.push(format!("servers: {e} (from {source})")),
+            }
+        }
+        if cfg.servers.is_empty() && errors.is_empty() {
+            errors.push(format!("servers is empty (from {source}); list at least one server, or drop it and set backend"));
+        }
+    }
     cfg.config_path = config_path;
     cfg.overrides = overrides;
     if let Err(ConfigError::Invalid(more)) = cfg.validate() {

@@ -14,7 +14,8 @@
 //! - [`app`]: `Proxy::bind`, accept loop, shutdown; [`autosize`] drives `pool_size = auto`.
 //! - [`stats`]: counters and reason enums; [`registry`]: every live client session.
 //! - [`topology`]: replication roles, GTID positions and replica choice (pure; not wired in yet).
-//! - [`admin`], [`metrics`], [`latency`]: the admin console, `/metrics`, latency histograms.
+//! - [`admin`], [`metrics`], [`latency`]: the admin console, `/metrics`, latency histograms;
+//!   [`topology_report`]: what both say about the topology.
 
 pub mod admin;
 pub mod app;
@@ -31,6 +32,7 @@ pub mod registry;
 pub mod session;
 pub mod stats;
 pub mod topology;
+pub mod topology_report;
 
 pub use app::{Proxy, ProxyHandle, StartError};
 pub use config::Config;

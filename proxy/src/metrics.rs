@@ -3,7 +3,10 @@
 //!
 //! Nothing is counted twice: the counters live in `stats`, the gauges are read from the pool
 //! and the client registry, the histograms from `latency`. The collector only renders them
-//! with `prometheus-client`, which enforces the naming rules (`_total`, unit suffixes).
+//! with `prometheus-client`, which enforces the naming rules (`_total`, unit suffixes). The
+//! topology's families (roles, lag, exclusions, alerts) are in `metrics/topology.rs`.
+
+mod topology;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -404,6 +407,8 @@ impl Collector for SluiceCollector {
             )?;
             ConstCounter::new(s.bytes_to_clients.load(Relaxed)).encode(m)?;
         }
+
+        topology::encode(&mut e, ctx)?;
 
         let queue_wait = ctx.latency.queue_wait.snapshot();
         histogram(

@@ -1,5 +1,13 @@
 //! Every live client session, by sluice connection id: for SHOW CLIENTS, KILL, and the
 //! max_client_connections limit.
+//!
+//! # Connection ids across instances
+//! A client's id (the handshake's thread id, what `CONNECTION_ID()` returns and `KILL`
+//! takes) is `instance_id * 2^24 + n`, with `n` counting 1 ..= 2^24 - 1 and wrapping past
+//! the ids still in use. So the top 8 bits name the sluice instance that owns the id
+//! (`instance_id`, 0 ..= 255): several instances behind one balancer never hand out the
+//! same id, an id is never 0 (clients read 0 as "no id"), and it fits the protocol's u32.
+//! [`instance_of`] reads the owner back, e.g. to say where a foreign id lives.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -77,10 +85,26 @@ impl ClientInfo {
     }
 }
 
+/// Bits of a connection id that count clients within one instance; the bits above them are
+/// the `instance_id`.
+pub const ID_COUNTER_BITS: u32 = 24;
+/// The largest per-instance counter value (2^24 - 1 clients at once per instance).
+const COUNTER_MAX: u32 = (1 << ID_COUNTER_BITS) - 1;
+/// The largest `instance_id` (it takes the 8 bits above the counter).
+pub const MAX_INSTANCE_ID: u32 = u32::MAX >> ID_COUNTER_BITS;
+
+/// The `instance_id` of the sluice instance that handed out connection id `id`.
+pub fn instance_of(id: u32) -> u32 {
+    id >> ID_COUNTER_BITS
+}
+
 #[derive(Default)]
 pub struct Registry {
     clients: Mutex<HashMap<u32, Arc<ClientInfo>>>,
+    /// The per-instance counter (the low 24 bits of the next id; 0 is skipped).
     next_id: AtomicU32,
+    /// This instance's `instance_id`, already shifted into the top bits.
+    instance_base: AtomicU32,
 }
 
 /// Removes the client from the registry when its session ends, however it ends.
@@ -102,7 +126,28 @@ impl Registry {
         Arc::new(Registry {
             clients: Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(1),
+            instance_base: AtomicU32::new(0),
         })
+    }
+
+    /// Sets the `instance_id` every id handed out from now on carries (start-up, before the
+    /// first client; values above [`MAX_INSTANCE_ID`] are refused by config validation and
+    /// masked here).
+    pub fn set_instance_id(&self, instance_id: u32) {
+        let base = (instance_id & MAX_INSTANCE_ID) << ID_COUNTER_BITS;
+        self.instance_base.store(base, Ordering::Relaxed);
+    }
+
+    /// The `instance_id` that owns `id` when it is another instance's (a KILL of it here can
+    /// only say where it lives); `None` for this instance's ids.
+    pub fn foreign_owner(&self, id: u32) -> Option<u32> {
+        let owner = instance_of(id);
+        (owner != self.instance_id()).then_some(owner)
+    }
+
+    /// This instance's `instance_id`.
+    pub fn instance_id(&self) -> u32 {
+        instance_of(self.instance_base.load(Ordering::Relaxed))
     }
 
     /// Registers a new client unless `max` are connected already.
@@ -111,10 +156,18 @@ impl Registry {
         if clients.len() >= max as usize {
             return None;
         }
-        let mut id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        while id == 0 || clients.contains_key(&id) {
-            id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if clients.len() >= COUNTER_MAX as usize {
+            return None;
         }
+        // At most len + 1 tries: fewer than COUNTER_MAX ids are in use, so a free one exists.
+        let base = self.instance_base.load(Ordering::Relaxed);
+        let id = loop {
+            let n = self.next_id.fetch_add(1, Ordering::Relaxed) & COUNTER_MAX;
+            let id = base | n;
+            if n != 0 && !clients.contains_key(&id) {
+                break id;
+            }
+        };
         let info = Arc::new(ClientInfo {
             id,
             addr,
@@ -170,5 +223,45 @@ mod tests {
         drop(a);
         assert_eq!(r.len(), 1);
         assert!(r.register("c".into(), 2).is_some());
+    }
+
+    #[test]
+    fn ids_carry_the_instance_id_in_the_top_bits() {
+        let r = Registry::new();
+        r.set_instance_id(3);
+        assert_eq!(r.instance_id(), 3);
+        let a = r.register("a".into(), 10).unwrap();
+        let b = r.register("b".into(), 10).unwrap();
+        assert_eq!(a.info.id, 3 * (1 << 24) + 1);
+        assert_eq!(b.info.id, 3 * (1 << 24) + 2);
+        assert_eq!(instance_of(a.info.id), 3);
+        assert!(r.get(a.info.id).is_some());
+        // Instance 3's registry knows nothing of instance 0's id 1, and says who owns it.
+        assert!(r.get(1).is_none());
+        assert_eq!(r.foreign_owner(1), Some(0));
+        assert_eq!(r.foreign_owner(a.info.id), None);
+    }
+
+    #[test]
+    fn instance_zero_keeps_the_plain_counter() {
+        let r = Registry::new();
+        let a = r.register("a".into(), 10).unwrap();
+        assert_eq!(a.info.id, 1);
+        assert_eq!(instance_of(a.info.id), 0);
+    }
+
+    #[test]
+    fn the_counter_wraps_within_the_instance_and_never_gives_0_or_a_used_id() {
+        let r = Registry::new();
+        r.set_instance_id(MAX_INSTANCE_ID);
+        let first = r.register("a".into(), 10).unwrap();
+        r.next_id.store(COUNTER_MAX, Ordering::Relaxed);
+        let last = r.register("b".into(), 10).unwrap();
+        assert_eq!(last.info.id, u32::MAX);
+        // The counter wraps to 0 (skipped) and 1 (still used by `first`): next is 2.
+        let wrapped = r.register("c".into(), 10).unwrap();
+        assert_eq!(wrapped.info.id, (MAX_INSTANCE_ID << 24) | 2);
+        assert_eq!(instance_of(wrapped.info.id), MAX_INSTANCE_ID);
+        assert_ne!(wrapped.info.id, first.info.id);
     }
 }

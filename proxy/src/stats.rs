@@ -194,7 +194,16 @@ pub struct Stats {
     pub connect_failures: Counters<9>,
     /// `pool_size = auto` limit changes, by `LimitReason`.
     pub limit_changes: Counters<8>,
+    /// Statements routed, by (server index, route label, why label): see [`Stats::routed`].
+    pub routed: std::sync::Mutex<std::collections::BTreeMap<RouteKey, u64>>,
+    /// Read-your-writes reads that went to the writer because no replica had the write
+    /// (`read_your_writes = session | wait`, including a wait that timed out).
+    pub ryw_fallbacks: AtomicU64,
 }
+
+/// One `routed{server,route,why}` series: the server index, `"writer"` / `"replica"` /
+/// `"held"` / `"wait_replica"`, and `ToWriter::label` (or `"read"` for a replica).
+pub type RouteKey = (usize, &'static str, &'static str);
 
 impl Stats {
     pub fn incr(counter: &AtomicU64) {
@@ -217,6 +226,16 @@ impl Stats {
     }
     pub fn connect_failures_by(&self, r: ConnectFailure) -> u64 {
         self.connect_failures.get(r.index())
+    }
+    /// Counts one routed statement (`routed{server,route,why}`).
+    pub fn routed(&self, server: usize, route: &'static str, why: &'static str) {
+        let mut m = self.routed.lock().unwrap_or_else(|p| p.into_inner());
+        *m.entry((server, route, why)).or_default() += 1;
+    }
+    /// Every `routed` series with its count.
+    pub fn routed_snapshot(&self) -> Vec<(RouteKey, u64)> {
+        let m = self.routed.lock().unwrap_or_else(|p| p.into_inner());
+        m.iter().map(|(k, v)| (*k, *v)).collect()
     }
     pub fn limit_changed(&self, r: LimitReason) {
         self.limit_changes.add(r.index());

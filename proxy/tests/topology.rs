@@ -295,18 +295,19 @@ async fn the_monitor_reads_real_replicas_through_delay_stop_and_failover() {
     assert_eq!(r[2], Role::Replica, "server 2 after the failover: {seen:?}");
     assert_eq!(replica_status(&obs[2]).source_server_id, Some(2));
 
-    // The old primary returns writable: split brain, it gets neither writes nor reads.
+    // The old primary returns writable: split brain, so there is no writer at all (the
+    // lead's rule for issue 15): neither side gets writes or reads; the alert names both.
     blocking(|| cluster.restart(0)).expect("restart");
     let obs = observe_all(&cluster).await;
     let (verdict, r, memory) = roles(&obs, &memory);
     assert_eq!(
         verdict,
-        Verdict::Writer {
-            index: 1,
-            rivals: vec![0]
-        }
+        Verdict::NoWriter(sluice::topology::NoWriter::Ambiguous {
+            candidates: vec![0, 1]
+        })
     );
     assert_eq!(r[0], Role::Excluded(Exclusion::CompetingWriter));
+    assert_eq!(r[1], Role::Excluded(Exclusion::CompetingWriter));
     // Rejoined as a replica of the new primary: a replica again.
     blocking(|| cluster.rejoin(0, WAIT)).expect("rejoin");
     let gtid = write(&cluster, 1, 2).await;

@@ -35,6 +35,8 @@ pub enum AdminError {
     NoConfigFile,
     #[error("Unknown thread id: {0} (SHOW CLIENTS lists the client ids)")]
     NoSuchClient(u32),
+    #[error("Unknown thread id: {id}: it belongs to the sluice instance with instance_id {owner} (this one is {this}); KILL it through that instance's admin console")]
+    ForeignClient { id: u32, owner: u32, this: u32 },
     #[error("the admin console takes text commands only (no prepared statements); send HELP")]
     PreparedStatement,
 }
@@ -46,7 +48,7 @@ impl AdminError {
             AdminError::Parse(_) => codes::PARSE_ERROR,
             AdminError::BadValue { .. } | AdminError::Invalid { .. } => codes::WRONG_VALUE_FOR_VAR,
             AdminError::Reload(_) | AdminError::NoConfigFile => codes::UNKNOWN_ERROR,
-            AdminError::NoSuchClient(_) => codes::NO_SUCH_THREAD,
+            AdminError::NoSuchClient(_) | AdminError::ForeignClient { .. } => codes::NO_SUCH_THREAD,
             AdminError::PreparedStatement => codes::UNSUPPORTED_PS,
         }
     }
@@ -223,6 +225,10 @@ pub fn shutdown(ctx: &Context) {
 
 /// Ends one client session (between statements, like KILL CONNECTION on MySQL).
 pub fn kill(ctx: &Context, id: u32) -> Result<(), AdminError> {
+    if let Some(owner) = ctx.registry.foreign_owner(id) {
+        let this = ctx.registry.instance_id();
+        return Err(AdminError::ForeignClient { id, owner, this });
+    }
     let client = ctx.registry.get(id).ok_or(AdminError::NoSuchClient(id))?;
     tracing::info!(client = id, "admin KILL");
     client.kill.cancel();

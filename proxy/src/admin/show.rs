@@ -212,11 +212,16 @@ pub fn clients(ctx: &Context) -> Table {
     t
 }
 
-/// The backend server's state (`backend_up` / `backend_down`, with the outage's length and the
-/// last connect error and its age), each idle backend, then one row that counts the
-/// checked-out ones (they belong to a running session and are not inspected while it uses them),
-/// then one `identity` row per backend account that has logged in: how CONNECTION_ID() shows
-/// clients their id (`pseudo_thread_id`, or `rewrite` with the GRANT that would switch it).
+/// For each configured server (column `server`, its index in `servers`): its pool's state
+/// (`backend_up` / `backend_down`, with the outage's length and the last connect error and its
+/// age), each idle backend, then one row that counts the checked-out ones (they belong to a
+/// running session and are not inspected while it uses them). Then one `identity` row per
+/// backend account that has logged in: how CONNECTION_ID() shows clients their id
+/// (`pseudo_thread_id`, or `rewrite` with the GRANT that would switch it). Then the topology:
+/// one row per server (`server_up`, `server_down`, `server_unknown` before the first monitor
+/// round, `server_unmonitored` with one server and read_write_split off) with its `role`
+/// (writer / replica / excluded), `lag_s`, `gtid_position` and why it is `excluded`, and one
+/// `alert` row per alert (split brain, no writer, a writable replica).
 pub fn servers(ctx: &Context) -> Table {
     let mut t = Table::new(&[
         ("id", Int),
@@ -234,12 +239,46 @@ pub fn servers(ctx: &Context) -> Table {
         ("last_error_age_s", Int),
         ("backend", Text),
         ("connection_id", Text),
+        ("server", Int),
+        ("role", Text),
+        ("lag_s", Int),
+        ("gtid_position", Text),
+        ("excluded", Text),
+        ("alert", Text),
     ]);
+    let config = ctx.config();
+    let addresses: Vec<String> = config.endpoints().iter().map(|e| e.to_string()).collect();
+    for (index, pool) in ctx.pools().iter().enumerate() {
+        let configured = addresses.get(index).cloned().unwrap_or_default();
+        pool_rows(&mut t, pool, index, configured);
+    }
+    let greeting = ctx.handshake.server.get();
+    for (user, mode) in ctx.identity.all() {
+        let mut row = vec![Cell::Null; t.columns.len()];
+        row[2] = user.as_str().into();
+        row[3] = "identity".into();
+        row[14] = match (mode, &greeting) {
+            (crate::conn::identity::IdentityMode::Rewrite, Some(info)) => format!(
+                "rewrite; to switch: {}",
+                crate::conn::identity::grant_advice(&user, info)
+            ),
+            _ => mode.as_str().to_string(),
+        }
+        .into();
+        t.push(row);
+    }
+    topology_rows(&mut t, ctx, &addresses);
+    t
+}
+
+/// One pool's rows of SHOW SERVERS (see [`servers`]).
+fn pool_rows(t: &mut Table, pool: &crate::pool::Pool, index: usize, configured: String) {
+    let width = t.columns.len();
     let now = Instant::now();
-    let outage = ctx.pool.outage();
-    let mut server = vec![Cell::Null; t.columns.len()];
+    let outage = pool.outage();
+    let mut server = vec![Cell::Null; width];
     server[13] = if outage.addr.is_empty() {
-        ctx.config().backend.to_string()
+        configured
     } else {
         outage.addr.clone()
     }
@@ -258,9 +297,10 @@ pub fn servers(ctx: &Context) -> Table {
         server[11] = format!("{} ({})", e.message, e.kind).into();
         server[12] = now.saturating_duration_since(e.at).as_secs().into();
     }
+    server[15] = index.into();
     t.push(server);
     let mut idle = 0u32;
-    ctx.pool.for_each_idle(|b| {
+    pool.for_each_idle(|b| {
         idle += 1;
         t.push(vec![
             b.id.into(),
@@ -282,29 +322,45 @@ pub fn servers(ctx: &Context) -> Table {
             Cell::Null,
             Cell::Null,
             Cell::Null,
+            index.into(),
+            Cell::Null,
+            Cell::Null,
+            Cell::Null,
+            Cell::Null,
+            Cell::Null,
         ]);
     });
-    let open = ctx.pool.snapshot().open;
-    let mut checked_out = vec![Cell::Null; t.columns.len()];
+    let open = pool.snapshot().open;
+    let mut checked_out = vec![Cell::Null; width];
     checked_out[3] = "checked_out".into();
     checked_out[4] = open.saturating_sub(idle).into();
+    checked_out[15] = index.into();
     t.push(checked_out);
-    let greeting = ctx.handshake.server.get();
-    for (user, mode) in ctx.identity.all() {
+}
+
+/// The topology rows of SHOW SERVERS (see [`servers`]), from the monitor's last snapshot.
+fn topology_rows(t: &mut Table, ctx: &Context, addresses: &[String]) {
+    use crate::topology_report::{alerts, role_label, servers};
+    let monitored = ctx.config().uses_topology();
+    let snapshot = ctx.topology();
+    for r in servers(&snapshot, addresses, monitored) {
         let mut row = vec![Cell::Null; t.columns.len()];
-        row[2] = user.as_str().into();
-        row[3] = "identity".into();
-        row[14] = match (mode, &greeting) {
-            (crate::conn::identity::IdentityMode::Rewrite, Some(info)) => format!(
-                "rewrite; to switch: {}",
-                crate::conn::identity::grant_advice(&user, info)
-            ),
-            _ => mode.as_str().to_string(),
-        }
-        .into();
+        row[3] = format!("server_{}", r.state.label()).into();
+        row[13] = r.address.as_str().into();
+        row[15] = r.index.into();
+        row[16] = role_label(r.role).into();
+        row[17] = r.lag.map(|l| l.as_secs()).into();
+        row[18] = r.position.clone().into();
+        row[19] = r.excluded().map(|why| why.to_string()).into();
         t.push(row);
     }
-    t
+    for a in alerts(&snapshot, monitored) {
+        let mut row = vec![Cell::Null; t.columns.len()];
+        row[3] = "alert".into();
+        row[15] = a.server.into();
+        row[20] = a.text.into();
+        t.push(row);
+    }
 }
 
 /// Counters since start, each with its average rate.
@@ -334,6 +390,11 @@ pub fn stats(ctx: &Context, started: Instant) -> Table {
     );
     counter("replays".into(), s.replays.load(Relaxed));
     counter("bytes_to_clients".into(), s.bytes_to_clients.load(Relaxed));
+    counter("ryw_fallbacks".into(), s.ryw_fallbacks.load(Relaxed));
+    // Where statements went, with several servers or the split on (server.route.why).
+    for ((server, route, why), n) in s.routed_snapshot() {
+        counter(format!("routed.{server}.{route}.{why}"), n);
+    }
     for r in ClientCloseReason::ALL {
         counter(format!("client_disconnects.{r}"), s.client_closes_by(*r));
     }

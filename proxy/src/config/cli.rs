@@ -36,6 +36,10 @@ pub struct Cli {
           value_name = "NAME:PASSWORD", help = LIST_SETTINGS[2].description)]
     pub admin_users: Vec<String>,
 
+    #[arg(long = "server", env = "SLUICE_SERVERS", value_delimiter = ',',
+          value_name = "host:port", help = LIST_SETTINGS[3].description)]
+    pub servers: Vec<String>,
+
     #[command(flatten)]
     pub settings: SettingArgs,
 }

@@ -110,6 +110,10 @@ pub fn example_toml() -> String {
         }
     }
     out.push_str(
+        "\n# Every server of a replication setup (instead of backend; roles are discovered).\n\
+         # servers = [\"db1:3306\", \"db2:3306\", \"db3:3306\"]    # unset by default\n",
+    );
+    out.push_str(
         "\n# Clients sluice accepts (at least one). Repeat the table for more users.\n\
          # auth_plugin, backend_user and backend_password are optional.\n\
          # [[users]]\n# name = \"app\"\n# password = \"secret\"\n\
@@ -129,6 +133,16 @@ pub(crate) fn to_toml(cfg: &Config, mask: bool) -> String {
         let _ = writeln!(out, "# config file: {}", p.display());
     }
     for s in SETTINGS.iter().filter(|s| is_scalar(s)) {
+        if s.name == "backend" && !cfg.servers.is_empty() {
+            // `servers` replaces it; writing both would not read back.
+            let list: Vec<toml::Value> = cfg
+                .servers
+                .iter()
+                .map(|e| toml::Value::String(e.to_string()))
+                .collect();
+            let _ = writeln!(out, "servers = {}", toml::Value::Array(list));
+            continue;
+        }
         match render(cfg, s.name, mask) {
             Some(v) => {
                 let _ = writeln!(out, "{} = {v}", s.name);

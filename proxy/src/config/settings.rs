@@ -31,7 +31,7 @@ pub struct SettingDoc {
 }
 
 /// Settings that are not scalars: they are handled by hand in `Cli`, `FileConfig` and the merge.
-pub(crate) const LIST_SETTINGS: [SettingDoc; 3] = [
+pub(crate) const LIST_SETTINGS: [SettingDoc; 4] = [
     SettingDoc {
         name: "config",
         env: "SLUICE_CONFIG",
@@ -59,6 +59,15 @@ pub(crate) const LIST_SETTINGS: [SettingDoc; 3] = [
         live: true,
         description: "Users of the admin console, same forms as `users` (`[[admin_users]]`, `--admin-user NAME:PASSWORD`). Required when admin_listen is set.",
     },
+    SettingDoc {
+        name: "servers",
+        env: "SLUICE_SERVERS",
+        flag: "--server",
+        default: "",
+        unit: "list of host:port or unix:/path",
+        live: false,
+        description: "Every server of one replication setup (a primary and its replicas), each written like `backend`. TOML: `servers = [\"db1:3306\", \"db2:3306\"]`; flag `--server`, repeatable; env comma-separated. Roles are discovered, never configured: every monitor_interval sluice reads each server's read_only, replica status and GTID position, and the writer is the one server with read_only=OFF that replicates from nobody. Each server gets its own pool_size slots, its own `auto` limiter and its own max_backend_connections. Unset: the one server in `backend` (setting both is an error).",
+    },
 ];
 
 macro_rules! settings {
@@ -66,7 +75,7 @@ macro_rules! settings {
         $desc:literal $(, { $($attr:tt)* })? ; )*) => {
         /// Every setting, in documentation order.
         pub const SETTINGS: &[SettingDoc] = &[
-            LIST_SETTINGS[0], LIST_SETTINGS[1], LIST_SETTINGS[2],
+            LIST_SETTINGS[0], LIST_SETTINGS[1], LIST_SETTINGS[2], LIST_SETTINGS[3],
             $( SettingDoc { name: stringify!($field), env: $env, flag: $flag, default: $default,
                 unit: $unit, live: $live, description: $desc }, )*
         ];
@@ -97,6 +106,8 @@ macro_rules! settings {
             pub users: Option<Vec<FileUser>>,
             #[serde(default)]
             pub admin_users: Option<Vec<FileUser>>,
+            #[serde(default)]
+            pub servers: Option<Vec<String>>,
         }
 
         impl FileConfig {
@@ -168,6 +179,12 @@ settings! {
         "Address of the admin console (MySQL protocol), e.g. 127.0.0.1:6032. Unset: off.";
     metrics_listen, "SLUICE_METRICS_LISTEN", "--metrics-listen", "", "address", false,
         "Address of the Prometheus endpoint (`/metrics`), e.g. 127.0.0.1:9187. Unset: off.";
+    // Running several instances (issue 15); kept together as one block.
+    instance_id, "SLUICE_INSTANCE_ID", "--instance-id", "0", "id", false,
+        "Number of this sluice instance among several behind one balancer (0 to 255; give each instance its own, e.g. a StatefulSet pod's ordinal). Client connection ids (the handshake's thread id, CONNECTION_ID(), what KILL takes) are instance_id * 2^24 + n with n from 1 to 2^24 - 1, so ids of different instances never collide and the owner of an id is id >> 24. A KILL of another instance's id gets error 1094 (unknown thread id; the admin console's KILL names the owning instance): send it through the owning instance.";
+    reuse_port, "SLUICE_REUSE_PORT", "--reuse-port", "false", "bool", false,
+        "Set SO_REUSEPORT on the client listener (`listen`), so several sluice processes on one host (same user) can listen on the same port and the kernel spreads new connections over them. Every process sharing the port must set it; without it a second process fails to start with \"address in use\". The admin console and /metrics never share their ports: give each process its own admin_listen and metrics_listen so that each instance can be inspected and scraped.",
+        { num_args = 0..=1, default_missing_value = "true" };
     tls_cert, "SLUICE_TLS_CERT", "--tls-cert", "", "path", false,
         "PEM certificate chain for client TLS. Needs tls_key.";
     tls_key, "SLUICE_TLS_KEY", "--tls-key", "", "path", false,
@@ -181,6 +198,24 @@ settings! {
         { num_args = 0..=1, default_missing_value = "true" };
     log_format, "SLUICE_LOG_FORMAT", "--log-format", "text", "format", false,
         "Log output: `text` or `json`.";
+    monitor_user, "SLUICE_MONITOR_USER", "--monitor-user", "", "name", false,
+        "Account of the topology monitor's own connection to each server (with several servers, or with `read_write_split = on`). It needs the REPLICA MONITOR (MariaDB; MySQL: REPLICATION CLIENT) privilege and nothing else. Unset: backend_user, else the first user's backend credentials.";
+    monitor_password, "SLUICE_MONITOR_PASSWORD", "--monitor-password", "", "password", false,
+        "Password of monitor_user. Unset: the password of the backend credentials monitor_user falls back to.";
+    monitor_interval, "SLUICE_MONITOR_INTERVAL", "--monitor-interval", "500ms", "duration", false,
+        "How often the monitor checks every server (read_only, replica status, GTID position). A check that takes longer than this fails, and the server is excluded until one succeeds.";
+    read_write_split, "SLUICE_READ_WRITE_SPLIT", "--read-write-split", "off", "off|on", true,
+        "`on`: autocommit SELECT/SHOW/DESCRIBE and START TRANSACTION READ ONLY may go to a replica (the shortest queue, then the lowest lag); writes, other transactions, pinned sessions and every statement the classifier cannot prove read-only go to the writer. `off`: everything goes to the writer.";
+    primary_reads, "SLUICE_PRIMARY_READS", "--primary-reads", "fallback", "never|fallback|always", true,
+        "May the writer serve reads (with `read_write_split = on`)? `never`: only read-your-writes fallbacks, and reads wait for a replica while none is usable; `fallback`: when no replica is usable; `always`: it competes with the replicas.";
+    max_replica_lag, "SLUICE_MAX_REPLICA_LAG", "--max-replica-lag", "5s", "duration", true,
+        "A replica lagging more than this takes no reads. A replica whose lag is NULL, whose SQL or IO thread has stopped, or whose check failed takes none either.";
+    read_your_writes, "SLUICE_READ_YOUR_WRITES", "--read-your-writes", "session", "off|session|wait", true,
+        "`session`: after a write, the session's reads go only to a replica whose monitored GTID position covers its last write, else to the writer. `wait`: as session, but a replica lagging less than gtid_wait_timeout may first wait for the write (MASTER_GTID_WAIT / WAIT_FOR_EXECUTED_GTID_SET), falling back to the writer on timeout. `off`: no tracking. A `/* sluice:min_gtid=<position> */` comment in a statement asks for that position in every mode; without such a token there is no guarantee across sessions.";
+    gtid_wait_timeout, "SLUICE_GTID_WAIT_TIMEOUT", "--gtid-wait-timeout", "100ms", "duration", true,
+        "With `read_your_writes = wait`: how long a replica may wait for the session's write before the read goes to the writer, and how close (in lag) a replica must be to be asked.";
+    writer_wait_timeout, "SLUICE_WRITER_WAIT_TIMEOUT", "--writer-wait-timeout", "10s", "duration", true,
+        "While there is no writer (none, or several servers writable: split brain), a write (and every statement that must go to the writer) waits this long for exactly one, then gets error 1290 (HY000) naming the state. 0: fail at once.";
 }
 
 /// Finds the documentation row of a setting by its TOML name.
@@ -241,12 +276,25 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
         "min_idle" => cfg.min_idle = parse_u32(raw)?,
         "admin_listen" => cfg.admin_listen = opt_addr(raw)?,
         "metrics_listen" => cfg.metrics_listen = opt_addr(raw)?,
+        "instance_id" => cfg.instance_id = parse_u32(raw)?,
+        "reuse_port" => cfg.reuse_port = parse_bool(raw)?,
         "tls_cert" => cfg.tls_cert = opt_path(raw),
         "tls_key" => cfg.tls_key = opt_path(raw),
         "require_secure_transport" => cfg.require_secure_transport = parse_bool(raw)?,
         "backend_tls" => cfg.backend_tls = raw.parse()?,
         "backend_tls_ca" => cfg.backend_tls_ca = opt_path(raw),
         "log_format" => cfg.log_format = raw.parse()?,
+        "monitor_user" => cfg.monitor_user = opt_string(raw),
+        "monitor_password" => {
+            cfg.monitor_password = (!raw.is_empty()).then(|| Secret::new(raw.to_string()))
+        }
+        "monitor_interval" => cfg.monitor_interval = parse_duration(raw)?,
+        "read_write_split" => cfg.read_write_split = raw.parse()?,
+        "primary_reads" => cfg.primary_reads = raw.parse()?,
+        "max_replica_lag" => cfg.max_replica_lag = parse_duration(raw)?,
+        "read_your_writes" => cfg.read_your_writes = raw.parse()?,
+        "gtid_wait_timeout" => cfg.gtid_wait_timeout = parse_duration(raw)?,
+        "writer_wait_timeout" => cfg.writer_wait_timeout = parse_duration(raw)?,
         other => return Err(format!("unknown setting {other:?}")),
     }
     Ok(())
@@ -308,6 +356,8 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "min_idle" => n(cfg.min_idle),
         "admin_listen" => cfg.admin_listen.map(|a| a.to_string()).and_then(s),
         "metrics_listen" => cfg.metrics_listen.map(|a| a.to_string()).and_then(s),
+        "instance_id" => n(cfg.instance_id),
+        "reuse_port" => Some(V::Boolean(cfg.reuse_port)),
         "tls_cert" => cfg
             .tls_cert
             .as_ref()
@@ -323,6 +373,15 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
             .as_ref()
             .and_then(|p| s(p.display().to_string())),
         "log_format" => s(cfg.log_format.to_string()),
+        "monitor_user" => cfg.monitor_user.clone().and_then(s),
+        "monitor_password" => cfg.monitor_password.as_ref().and_then(secret),
+        "monitor_interval" => d(cfg.monitor_interval),
+        "read_write_split" => s(cfg.read_write_split.to_string()),
+        "primary_reads" => s(cfg.primary_reads.to_string()),
+        "max_replica_lag" => d(cfg.max_replica_lag),
+        "read_your_writes" => s(cfg.read_your_writes.to_string()),
+        "gtid_wait_timeout" => d(cfg.gtid_wait_timeout),
+        "writer_wait_timeout" => d(cfg.writer_wait_timeout),
         _ => None,
     }
 }

@@ -315,6 +315,8 @@ require_secure_transport = true
 backend_tls = "verify_ca"
 backend_tls_ca = "/ca.pem"
 log_format = "json"
+monitor_user = "mon"
+monitor_password = "mon-pw"
 [[users]]
 name = "app"
 password = "app-pw"
@@ -327,7 +329,7 @@ password = "admin-pw"
 "#;
     let cfg = Config::from_toml_str(text).expect("valid");
     let masked = cfg.masked_toml();
-    for secret in ["backend-pw", "app-pw", "rw-pw", "admin-pw"] {
+    for secret in ["backend-pw", "app-pw", "rw-pw", "admin-pw", "mon-pw"] {
         assert!(!masked.contains(secret), "{secret} leaked:\n{masked}");
     }
     assert!(masked.contains("password = \"***\""));
@@ -467,6 +469,10 @@ fn every_flag_reaches_the_config() {
         "path" => "/x",
         "statements" | "connections" => "5",
         "failures" => "7",
+        "id" => "7",
+        "off|on" => "on",
+        "never|fallback|always" => "always",
+        "off|session|wait" => "wait",
         _ => "sample",
     };
     let base = Config::for_backend("127.0.0.1:3306", "app", "pw");
@@ -484,6 +490,32 @@ fn every_flag_reaches_the_config() {
             doc.name
         );
     }
+}
+
+#[test]
+fn instance_id_and_reuse_port_default_off_and_instance_id_is_checked() {
+    let c = Config::defaults();
+    assert_eq!((c.instance_id, c.reuse_port), (0, false));
+    let ok = Config::from_toml_str(&format!("instance_id = 255\nreuse_port = true\n{MINIMAL}"))
+        .expect("valid");
+    assert_eq!((ok.instance_id, ok.reuse_port), (255, true));
+    let problems = invalid(Config::from_toml_str(&format!(
+        "instance_id = 256\n{MINIMAL}"
+    )));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("instance_id 256 is over 255")),
+        "{problems:?}"
+    );
+    let cli = Cli::try_parse_from(["sluice", "--reuse-port", "--instance-id", "4"]).expect("cli");
+    let o = Overrides::new(&cli, &env(&[("SLUICE_INSTANCE_ID", "9")]));
+    let mut cfg = Config::defaults();
+    for (k, v, _) in &o.values {
+        apply(&mut cfg, k, v).expect("applies");
+    }
+    // The flag wins over the environment.
+    assert_eq!((cfg.instance_id, cfg.reuse_port), (4, true));
 }
 
 /// `SLUICE_BLESS=1 cargo test -p sluice config::` rewrites the generated files.
@@ -526,4 +558,83 @@ fn example_toml_is_generated_and_parses() {
     let cfg = Config::from_toml_str(&text).expect("example defaults are valid");
     let diff = Config::defaults().diff(&cfg);
     assert!(diff.iter().all(|c| c.name == "users"), "{diff:?}");
+}
+
+#[test]
+fn servers_come_from_file_env_and_flags_and_default_to_backend() {
+    let cfg = Config::from_toml_str(MINIMAL).expect("valid");
+    assert_eq!(cfg.endpoints(), &[Endpoint::parse("127.0.0.1:3306")]);
+    assert!(!cfg.uses_topology(), "one server, split off: no monitor");
+    let text = format!("servers = [\"db1:3306\", \"unix:/run/db2.sock\"]\n{MINIMAL}");
+    let cfg = Config::from_toml_str(&text).expect("valid");
+    assert_eq!(
+        cfg.endpoints(),
+        &[
+            Endpoint::parse("db1:3306"),
+            Endpoint::parse("/run/db2.sock")
+        ]
+    );
+    assert!(cfg.uses_topology());
+    let round_trip = Config::from_toml_str(&docs::to_toml(&cfg, false)).expect("reads back");
+    assert_eq!(round_trip.endpoints(), cfg.endpoints());
+
+    let file = temp_config(&text);
+    let path = file.path().to_str().unwrap_or_default();
+    let cli = Cli::try_parse_from(["sluice", "--config", path]).expect("cli");
+    let cfg =
+        Config::load_with_env(&cli, &env(&[("SLUICE_SERVERS", "a:1,b:2,c:3")])).expect("valid");
+    assert_eq!(cfg.endpoints().len(), 3, "env replaces the file's list");
+    let cli = Cli::try_parse_from([
+        "sluice", "--config", path, "--server", "x:1", "--server", "y:2",
+    ])
+    .expect("cli");
+    let cfg =
+        Config::load_with_env(&cli, &env(&[("SLUICE_SERVERS", "a:1,b:2,c:3")])).expect("valid");
+    assert_eq!(
+        cfg.endpoints(),
+        &[Endpoint::parse("x:1"), Endpoint::parse("y:2")],
+        "flags replace env"
+    );
+}
+
+#[test]
+fn servers_and_backend_together_say_which_to_drop() {
+    let text = format!("backend = \"db0:3306\"\nservers = [\"db1:3306\"]\n{MINIMAL}");
+    let errs = invalid(Config::from_toml_str(&text));
+    assert!(
+        errs.iter()
+            .any(|m| m.contains("both backend") && m.contains("drop backend")),
+        "{errs:?}"
+    );
+    let text = format!("servers = [\"db1\", \"db2:3306\", \"db2:3306\"]\n{MINIMAL}");
+    let errs = invalid(Config::from_toml_str(&text));
+    assert!(errs.iter().any(|m| m.contains("servers: ")), "{errs:?}");
+    assert!(errs.iter().any(|m| m.contains("twice")), "{errs:?}");
+}
+
+#[test]
+fn replica_settings_parse_and_default() {
+    let c = Config::defaults();
+    assert_eq!(c.monitor_interval, Duration::from_millis(500));
+    assert_eq!(c.read_write_split, ReadWriteSplit::Off);
+    assert_eq!(c.primary_reads, PrimaryReads::Fallback);
+    assert_eq!(c.max_replica_lag, Duration::from_secs(5));
+    assert_eq!(c.read_your_writes, ReadYourWrites::Session);
+    assert_eq!(c.gtid_wait_timeout, Duration::from_millis(100));
+    assert_eq!(c.writer_wait_timeout, Duration::from_secs(10));
+    let text = format!(
+        "backend_user = \"svc\"\nbackend_password = \"pw\"\nread_write_split = \"on\"\nprimary_reads = \"never\"\nread_your_writes = \"wait\"\n{MINIMAL}"
+    );
+    let cfg = Config::from_toml_str(&text).expect("valid");
+    assert!(cfg.uses_topology(), "the split asks for the monitor");
+    assert_eq!(cfg.primary_reads, PrimaryReads::Never);
+    assert_eq!(cfg.read_your_writes, ReadYourWrites::Wait);
+    assert_eq!(cfg.monitor_credentials(), ("svc".into(), "pw".into()));
+    let text = format!("monitor_user = \"mon\"\nmonitor_password = \"m\"\n{text}");
+    let cfg = Config::from_toml_str(&text).expect("valid");
+    assert_eq!(cfg.monitor_credentials(), ("mon".into(), "m".into()));
+    let errs = invalid(Config::from_toml_str(&format!(
+        "read_write_split = \"maybe\"\n{MINIMAL}"
+    )));
+    assert!(errs.iter().any(|m| m.contains("off, on")), "{errs:?}");
 }

@@ -16,6 +16,8 @@ impl Config {
         self.check_users(&mut e);
         self.check_listeners(&mut e);
         self.check_limits(&mut e);
+        self.check_instance(&mut e);
+        self.check_servers(&mut e);
         if e.is_empty() {
             Ok(())
         } else {
@@ -110,6 +112,17 @@ impl Config {
         }
     }
 
+    /// `instance_id` must fit the 8 bits above a connection id's per-instance counter.
+    fn check_instance(&self, e: &mut Vec<String>) {
+        let max = crate::registry::MAX_INSTANCE_ID;
+        if self.instance_id > max {
+            e.push(format!(
+                "instance_id {} is over {max}; give each sluice instance a number from 0 to {max} (the top 8 bits of its client connection ids)",
+                self.instance_id
+            ));
+        }
+    }
+
     fn check_listeners(&self, e: &mut Vec<String>) {
         let same = |a: std::net::SocketAddr, b: std::net::SocketAddr| a.port() != 0 && a == b;
         if let Some(admin) = self.admin_listen {
@@ -131,11 +144,13 @@ impl Config {
             }
             _ => {}
         }
-        if self.backend_tls.requires_tls() && self.backend.is_unix() {
-            e.push(format!(
-                "backend_tls = {} cannot be used with the Unix socket {:?}: a local socket carries no TLS (MySQL counts it as secure); use disabled or preferred, or a host:port backend",
-                self.backend_tls, self.backend
-            ));
+        for endpoint in self.endpoints() {
+            if self.backend_tls.requires_tls() && endpoint.is_unix() {
+                e.push(format!(
+                    "backend_tls = {} cannot be used with the Unix socket {:?}: a local socket carries no TLS (MySQL counts it as secure); use disabled or preferred, or a host:port backend",
+                    self.backend_tls, endpoint
+                ));
+            }
         }
         if self.backend_tls.verifies() && self.backend_tls_ca.is_none() {
             e.push(format!(
@@ -179,6 +194,25 @@ impl Config {
             if !v.bytes().all(|b| (0x20..0x7f).contains(&b)) || v.len() > 200 {
                 e.push("server_version must be printable ASCII of at most 200 characters".into());
             }
+        }
+    }
+}
+
+impl Config {
+    fn check_servers(&self, e: &mut Vec<String>) {
+        let mut seen = HashSet::new();
+        for s in &self.servers {
+            if !seen.insert(s.to_string()) {
+                e.push(format!(
+                    "servers lists {s} twice; keep one entry per server"
+                ));
+            }
+        }
+        if self.uses_topology() && self.monitor_interval.is_zero() {
+            e.push("monitor_interval is 0; set a positive duration such as 500ms".into());
+        }
+        if self.uses_topology() && self.monitor_credentials().0.is_empty() {
+            e.push("the topology monitor has no account; set monitor_user and monitor_password (or backend_user)".into());
         }
     }
 }

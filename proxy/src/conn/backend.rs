@@ -20,8 +20,26 @@ use crate::protocol::{
 
 /// Session tracking makes every OK report schema and system-variable changes, which is what
 /// lets sluice move sessions between backends instead of pinning them.
+/// MariaDB reports a write's GTID as the `last_gtid` variable, which `'*'` includes.
 const ENABLE_TRACKING: &[u8] = b"SET SESSION session_track_schema=ON, \
 session_track_state_change=ON, session_track_system_variables='*'";
+/// MySQL has no `last_gtid`: its OKs carry the write's GTID only with
+/// `session_track_gtids=OWN_GTID` (read-your-writes, issue 15). MariaDB refuses the variable.
+const ENABLE_TRACKING_MYSQL: &[u8] = b"SET SESSION session_track_schema=ON, \
+session_track_state_change=ON, session_track_system_variables='*', \
+session_track_gtids=OWN_GTID";
+
+/// The tracker statement for a server with this greeting version.
+fn tracking_sql(version: &[u8]) -> &'static [u8] {
+    let mariadb = version
+        .windows(7)
+        .any(|w| w.eq_ignore_ascii_case(b"MariaDB"));
+    if mariadb {
+        ENABLE_TRACKING
+    } else {
+        ENABLE_TRACKING_MYSQL
+    }
+}
 
 static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -215,7 +233,7 @@ impl BackendConn {
         conn.login(&hs, seq, target).await?;
         // The account's first login also finds out whether it may set pseudo_thread_id, in
         // the same round trip.
-        let tracking = request::query(ENABLE_TRACKING);
+        let tracking = request::query(tracking_sql(&conn.server.version));
         let probe = probe_sql(conn.thread_id);
         let probing = target.identity.mode(&target.user).is_none();
         let mut cmds: Vec<&[u8]> = vec![&tracking];
@@ -395,7 +413,7 @@ impl BackendConn {
     /// statements, and baseline session variables.
     pub async fn reset(&mut self) -> Result<(), Error> {
         let baseline = self.caps.contains(Capabilities::CLIENT_MULTI_STATEMENTS);
-        let tracking = request::query(ENABLE_TRACKING);
+        let tracking = request::query(tracking_sql(&self.server.version));
         // The reset may or may not restore the option; setting it again is harmless.
         let option = request::set_option(baseline);
         let reset = request::reset_connection();

@@ -69,6 +69,9 @@ pub const SERVER_IS_IN_SECURE_AUTH_MODE: ErrorCode = code(1275, "HY000");
 pub const ACCESS_DENIED_NO_PASSWORD: ErrorCode = code(1698, "28000");
 /// ER_CONNECTION_KILLED (MariaDB): KILL CONNECTION ended this session.
 pub const CONNECTION_KILLED: ErrorCode = code(1927, "70100");
+/// `ER_OPTION_PREVENTS_STATEMENT`: "running with the --read-only option"; sluice uses it
+/// when no single writer exists within writer_wait_timeout.
+pub const OPTION_PREVENTS_STATEMENT: ErrorCode = code(1290, "HY000");
 /// ER_SECURE_TRANSPORT_REQUIRED: a plain client under `require_secure_transport`.
 pub const SECURE_TRANSPORT_REQUIRED: ErrorCode = code(3159, "HY000");
 // sluice's own conditions use 9001-9005, never the client-library range 2000-2999

@@ -27,8 +27,7 @@ impl Session {
         let config = Arc::clone(&self.config);
         let deadline = Instant::now() + config.client_login_timeout;
         let checked = self
-            .ctx
-            .pool
+            .pool()
             .check_database(
                 &self.key,
                 &self.target,
@@ -60,7 +59,13 @@ impl Session {
             return Ok(());
         };
         let wait = self.config.pin_wait;
-        match self.ctx.pool.pin_place(Hold::Pin(reason), wait).await {
+        // A statement that pins runs on the writer: its place comes from the writer's pool.
+        if self.backend.is_none() && self.slot.is_none() {
+            if let Some(writer) = self.ctx.topology().topology.writer() {
+                self.use_writer_for_pin(writer);
+            }
+        }
+        match self.pool().pin_place(Hold::Pin(reason), wait).await {
             Ok(place) => {
                 self.place = Some(place);
                 Ok(())
@@ -84,9 +89,11 @@ impl Session {
     }
 
     async fn acquire_inner(&mut self) -> Result<(), ErrPacket> {
+        // The one routing call: which server's slots and backends this statement takes.
+        self.route_statement().await?;
         let config = Arc::clone(&self.config);
         let mut deadline = Instant::now() + config.queue_timeout;
-        if !self.ctx.pool.backend_up() {
+        if !self.pool().backend_up() {
             // During an outage nobody waits longer than backend_down_wait, in the slot
             // queue or for a backend.
             deadline = deadline.min(Instant::now() + config.backend_down_wait);
@@ -99,14 +106,14 @@ impl Session {
             // The admission estimate can be wrong (a burst right after cheap statements):
             // a statement admitted under max_queue_wait still never waits longer than it.
             let shed_after = config.max_queue_wait.filter(|t| *t < left);
-            let acquired = self.ctx.pool.acquire_slot(shed_after.unwrap_or(left)).await;
+            let acquired = self.pool().acquire_slot(shed_after.unwrap_or(left)).await;
             if acquired.is_ok() {
                 self.last_served = Instant::now();
             }
             let slot = acquired.map_err(|e| match (shed_after, &e) {
-                    (_, pool::Error::QueueTimeout { waited, .. }) if !self.ctx.pool.backend_up() => {
+                    (_, pool::Error::QueueTimeout { waited, .. }) if !self.pool().backend_up() => {
                         self.pool_error(&pool::Error::BackendDown {
-                            view: Box::new(self.ctx.pool.outage()),
+                            view: Box::new(self.pool().outage()),
                             waited: *waited,
                         })
                     }
@@ -124,8 +131,7 @@ impl Session {
         }
         if self.backend.is_none() {
             let b = self
-                .ctx
-                .pool
+                .pool()
                 .checkout(
                     &self.key,
                     &self.state.movable,
@@ -149,7 +155,7 @@ impl Session {
             return Ok(());
         };
         let starved = self.last_served.elapsed();
-        let Err(expected) = self.ctx.pool.slots().admit(target, starved) else {
+        let Err(expected) = self.pool().slots().admit(target, starved) else {
             return Ok(());
         };
         Stats::incr(&self.ctx.stats.shed);
@@ -191,8 +197,7 @@ impl Session {
             // pool evicts an idle backend if it is at max_backend_connections).
             self.backend = None;
             let fresh = self
-                .ctx
-                .pool
+                .pool()
                 .open_fresh(
                     &self.key,
                     &self.target,
@@ -279,7 +284,7 @@ impl Session {
         };
         match (&mut self.place, hold) {
             (Some(place), _) => place.set(hold),
-            (None, Hold::Warnings) => match self.ctx.pool.try_pin_place(hold) {
+            (None, Hold::Warnings) => match self.pool().try_pin_place(hold) {
                 Some(place) => self.place = Some(place),
                 None => {
                     // Every place is taken: the warnings are not worth one. The backend goes
@@ -296,7 +301,7 @@ impl Session {
                 }
             },
             // The state is on the backend already (nothing predicted it): keep it there.
-            (None, hold) => self.place = Some(self.ctx.pool.pin_place_anyway(hold)),
+            (None, hold) => self.place = Some(self.pool().pin_place_anyway(hold)),
         }
     }
 

@@ -11,6 +11,7 @@ pub mod prepared;
 pub use crate::registry;
 pub mod relay;
 pub mod replay;
+mod route;
 pub mod state;
 
 use std::sync::atomic::Ordering;
@@ -76,6 +77,15 @@ pub struct Session {
     /// The login's scramble, reused by COM_CHANGE_USER.
     scramble: Vec<u8>,
     reg: Registration,
+    /// The server (index in `Config::endpoints`) whose pool `slot`, `backend` and `place`
+    /// come from, and that `target` points at.
+    server: usize,
+    /// What the next statement tells the router (`route::Pending`).
+    pending: route::Pending,
+    /// The position of the session's last write (read-your-writes).
+    last_write: Option<crate::topology::GtidPosition>,
+    /// Spreads the router's ties.
+    route_count: usize,
 }
 
 /// Serves one accepted socket until the client leaves.
@@ -167,6 +177,10 @@ impl Session {
             stmts: prepared::ClientStmts::default(),
             scramble: Vec::new(),
             reg,
+            server: 0,
+            pending: route::Pending::default(),
+            last_write: None,
+            route_count: 0,
         }
     }
 
@@ -261,6 +275,12 @@ impl Session {
         self.reg.info.queries.fetch_add(1, Ordering::Relaxed);
         Stats::incr(&self.ctx.stats.statements);
         let rules = class.map(Rules::of);
+        if let Some(c) = class {
+            self.pending = route::Pending {
+                read: c.read,
+                min_gtid: c.min_gtid.clone(),
+            };
+        }
         // A statement that will pin gets its place first, or does not run at all.
         if let Err(err) = self.reserve_pin(rules.as_ref()).await {
             self.reply_err(1, &err).await?;
@@ -321,14 +341,17 @@ impl Session {
         };
         let took = started.elapsed();
         self.ctx.latency.backend_time.record(took);
-        self.ctx.pool.slots().record_service(took);
+        self.pool().slots().record_service(took);
         self.ctx.stats.bytes_to_clients.fetch_add(
             self.client.bytes_written() + self.client.queued() as u64 - written,
             Ordering::Relaxed,
         );
         self.reg.info.backend_thread.store(0, Ordering::Relaxed);
         match result {
-            Ok(summary) => Ok(Some(summary)),
+            Ok(summary) => {
+                self.track_write(&summary);
+                Ok(Some(summary))
+            }
             Err(RelayError::Client(e)) => {
                 tracing::debug!(client = self.reg.info.id, "client failed mid-response: {e}");
                 Err(match e {
@@ -363,6 +386,11 @@ impl Session {
         } else {
             Ok(())
         }
+    }
+
+    /// The pool of the server the session runs on (`server`).
+    fn pool(&self) -> &crate::pool::Pool {
+        self.ctx.pool_for(self.server).unwrap_or(&self.ctx.pool)
     }
 
     async fn send_ok(&mut self, seq: u8) -> Result<(), conn::Error> {

@@ -5,10 +5,12 @@
 //! # The writer
 //! A writer candidate is a server that answered, has `read_only=OFF` and replicates from
 //! nobody. The rules, in order:
-//! 1. The agreed writer (last round's) stays the writer while it is a candidate. Any other
-//!    candidate is a *competing writer* (split brain, e.g. an old primary that came back
-//!    writable): it gets no writes and no reads, an alert is raised, and it is remembered as
-//!    a rival.
+//! 1. The agreed writer (last round's) stays the writer while it is the only candidate. If
+//!    any other server is a candidate too (split brain, e.g. an old primary that came back
+//!    writable), there is **no writer**: every candidate, the agreed one included, is a
+//!    *competing writer* that gets no writes and no reads ([`NoWriter::Ambiguous`]), the
+//!    split-brain alert is raised, and the others are remembered as rivals. sluice does not
+//!    guess which side is right; writes wait until only one remains.
 //! 2. A new writer is agreed only when it is the *only* candidate and not a rival. So a
 //!    failover (the old writer unreachable, one replica promoted) is followed, while two
 //!    writable servers are never settled by guessing: writes wait ([`NoWriter::Ambiguous`]).
@@ -111,8 +113,8 @@ impl std::fmt::Display for Exclusion {
 /// The cluster's verdict on writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Writes go to `index`. `rivals` are competing writers seen this round (split brain:
-    /// alert).
+    /// Writes go to `index`. `rivals` is always empty since split brain means no writer
+    /// (kept so that callers need not change).
     Writer { index: usize, rivals: Vec<usize> },
     /// Writes wait (up to `writer_wait_timeout`), then fail as read-only.
     NoWriter(NoWriter),
@@ -134,7 +136,8 @@ pub enum NoWriter {
 /// What a round found that an operator must hear about (logged, counted in /metrics).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Alert {
-    /// Servers writable and replicating from nobody besides the writer.
+    /// Servers writable and replicating from nobody besides the agreed writer (there is no
+    /// writer while this lasts).
     SplitBrain { writer: usize, rivals: Vec<usize> },
     /// Several such servers and no agreed writer: no writes until it is resolved.
     Ambiguous { candidates: Vec<usize> },
@@ -178,9 +181,22 @@ impl Topology {
                 writer: *index,
                 rivals: rivals.clone(),
             }],
-            Verdict::NoWriter(NoWriter::Ambiguous { candidates }) => vec![Alert::Ambiguous {
-                candidates: candidates.clone(),
-            }],
+            Verdict::NoWriter(NoWriter::Ambiguous { candidates }) => {
+                match self.memory.writer.filter(|w| candidates.contains(w)) {
+                    // The agreed writer is still writable and others are too.
+                    Some(writer) => vec![Alert::SplitBrain {
+                        writer,
+                        rivals: candidates
+                            .iter()
+                            .copied()
+                            .filter(|&c| c != writer)
+                            .collect(),
+                    }],
+                    None => vec![Alert::Ambiguous {
+                        candidates: candidates.clone(),
+                    }],
+                }
+            }
             _ => Vec::new(),
         };
         for (index, server) in self.servers.iter().enumerate() {
@@ -247,8 +263,16 @@ fn writer_verdict(
     }
     if let Some(w) = memory.writer.filter(|&w| is_candidate(w)) {
         let rivals: Vec<usize> = candidates.iter().copied().filter(|&c| c != w).collect();
+        if rivals.is_empty() {
+            return (memory, Verdict::Writer { index: w, rivals });
+        }
+        // Split brain: no writer at all, not even the agreed one (decided for issue 15:
+        // writes that land on either side may be lost, so none are sent until one remains).
         memory.rivals.extend(rivals.iter().copied());
-        return (memory, Verdict::Writer { index: w, rivals });
+        let verdict = Verdict::NoWriter(NoWriter::Ambiguous {
+            candidates: candidates.to_vec(),
+        });
+        return (memory, verdict);
     }
     match candidates {
         [only] if !memory.rivals.contains(only) => {

@@ -319,11 +319,17 @@ fn failover_then_the_old_primary_returns_writable() {
                 writer(1, &[]),
                 vec![gone, Writer, Replica],
             ),
-            // The old primary comes back writable: split brain, it gets nothing.
+            // The old primary comes back writable: split brain, no writer at all (lead's rule).
             (
                 vec![w(1), w(2), r(3, 2, 0)],
-                writer(1, &[0]),
-                vec![x(CompetingWriter), Writer, Replica],
+                none(NoWriter::Ambiguous {
+                    candidates: vec![0, 1],
+                }),
+                vec![
+                    x(CompetingWriter),
+                    x(CompetingWriter),
+                    x(FollowsCompetingWriter),
+                ],
             ),
             // The new writer fails a check: the rival is NOT promoted.
             (
@@ -333,8 +339,14 @@ fn failover_then_the_old_primary_returns_writable() {
             ),
             (
                 vec![w(1), w(2), r(3, 2, 0)],
-                writer(1, &[0]),
-                vec![x(CompetingWriter), Writer, Replica],
+                none(NoWriter::Ambiguous {
+                    candidates: vec![0, 1],
+                }),
+                vec![
+                    x(CompetingWriter),
+                    x(CompetingWriter),
+                    x(FollowsCompetingWriter),
+                ],
             ),
             // The operator makes the old primary a replica: the alert clears.
             (
@@ -358,11 +370,13 @@ fn a_rival_is_cleared_by_being_fixed_or_by_the_writer_stepping_down() {
                 writer(0, &[]),
                 vec![Writer, Replica],
             ),
-            // Server 1 was promoted before server 0 was demoted: 0 stays the writer.
+            // Server 1 was promoted before server 0 was demoted: split brain, no writer.
             (
                 vec![w(1), w(2)],
-                writer(0, &[1]),
-                vec![Writer, x(CompetingWriter)],
+                none(NoWriter::Ambiguous {
+                    candidates: vec![0, 1],
+                }),
+                vec![x(CompetingWriter), x(CompetingWriter)],
             ),
             // Then 0 goes read-only: 1 is the only candidate left, and 0 stepped down.
             (
@@ -382,8 +396,10 @@ fn a_rival_is_cleared_by_being_fixed_or_by_the_writer_stepping_down() {
             ),
             (
                 vec![w(1), w(2)],
-                writer(0, &[1]),
-                vec![Writer, x(CompetingWriter)],
+                none(NoWriter::Ambiguous {
+                    candidates: vec![0, 1],
+                }),
+                vec![x(CompetingWriter), x(CompetingWriter)],
             ),
             (
                 vec![w(1), down()],
@@ -393,8 +409,10 @@ fn a_rival_is_cleared_by_being_fixed_or_by_the_writer_stepping_down() {
             // Back, still writable: still competing.
             (
                 vec![w(1), w(2)],
-                writer(0, &[1]),
-                vec![Writer, x(CompetingWriter)],
+                none(NoWriter::Ambiguous {
+                    candidates: vec![0, 1],
+                }),
+                vec![x(CompetingWriter), x(CompetingWriter)],
             ),
             // Fixed (read-only, replicating): a replica again.
             (
@@ -405,8 +423,10 @@ fn a_rival_is_cleared_by_being_fixed_or_by_the_writer_stepping_down() {
             // A later return to writable is a new split brain, not a new writer.
             (
                 vec![w(1), w(2)],
-                writer(0, &[1]),
-                vec![Writer, x(CompetingWriter)],
+                none(NoWriter::Ambiguous {
+                    candidates: vec![0, 1],
+                }),
+                vec![x(CompetingWriter), x(CompetingWriter)],
             ),
         ],
     );

@@ -66,6 +66,33 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// One server and no monitor: it is the writer, and always has been.
+    pub fn single_writer() -> Snapshot {
+        use super::roles::{Role, ServerView};
+        Snapshot {
+            topology: Topology {
+                verdict: Verdict::Writer {
+                    index: 0,
+                    rivals: Vec::new(),
+                },
+                servers: vec![ServerView {
+                    role: Role::Writer,
+                    lag: Some(Duration::ZERO),
+                    position: None,
+                }],
+                memory: Memory {
+                    writer: Some(0),
+                    rivals: Default::default(),
+                },
+            },
+            flavors: vec![None],
+            round: 0,
+            at: Instant::now(),
+        }
+    }
+}
+
 /// Opens a monitor connection to one server.
 pub trait Connect: Send + Sync + 'static {
     type Conn: TextQuery + Send + 'static;

@@ -18,6 +18,7 @@ mod drivers;
 mod faults;
 mod flood;
 mod identity;
+mod instances;
 mod isolation;
 mod locks;
 mod pinning;

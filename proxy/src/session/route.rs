@@ -1,0 +1,173 @@
+//! Which server a statement runs on: the session's one call of [`topology::route`], made on
+//! the acquire path before a slot is taken (each server has its own slots and backends).
+//! A session that holds a slot or a backend (transaction, lock, pin) stays where it is.
+//!
+//! Waiting: while there is no writer (none, or several: split brain) a statement that must
+//! go to the writer waits for the next topology with exactly one, up to
+//! `writer_wait_timeout`, then gets 1290 (HY000) naming the state. A read with
+//! `primary_reads = never` waits for a replica the same way.
+
+use std::time::Instant;
+
+use super::Session;
+use crate::classify::ReadSafety;
+use crate::context::{backend_target_for, route_config};
+use crate::protocol::{codes, ErrPacket};
+use crate::topology::{
+    self, GtidPosition, MinGtid, NoWriter, Route, RouteInput, SessionFacts, ToWriter, Transaction,
+};
+
+/// What the statement about to run tells the router (set by `Session::statement`).
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    pub read: ReadSafety,
+    /// The `sluice:min_gtid` token's text, if any.
+    pub min_gtid: Option<Box<str>>,
+}
+
+impl Session {
+    /// Picks the server for the statement about to run and points the session's target at
+    /// it. Without a topology (one server, split off) it is always server 0.
+    pub(super) async fn route_statement(&mut self) -> Result<(), ErrPacket> {
+        let pending = std::mem::take(&mut self.pending);
+        if self.slot.is_some() || self.backend.is_some() || !self.config.uses_topology() {
+            return Ok(());
+        }
+        // `Some(None)`: a token that is not a GTID position (the read goes to the writer).
+        let token = pending
+            .min_gtid
+            .as_deref()
+            .map(|text| GtidPosition::parse_any(text).ok());
+        let settings = route_config(&self.config);
+        let deadline = Instant::now() + self.config.writer_wait_timeout;
+        let mut rx = self.ctx.topology_watch();
+        loop {
+            let snapshot = rx.borrow_and_update().clone();
+            let queued = self.ctx.queued();
+            let input = RouteInput {
+                statement: pending.read,
+                session: SessionFacts {
+                    pinned: self.state.pin_reason().is_some(),
+                    transaction: if self.state.in_transaction() {
+                        Transaction::ReadWrite
+                    } else {
+                        Transaction::None
+                    },
+                    last_write: self.last_write.as_ref(),
+                    min_gtid: match &token {
+                        None => MinGtid::None,
+                        Some(Some(p)) => MinGtid::At(p),
+                        Some(None) => MinGtid::Unreadable,
+                    },
+                },
+                config: &settings,
+                topology: &snapshot.topology,
+                queued: &queued,
+                tie_break: self.reg.info.id as usize ^ self.route_count,
+            };
+            self.route_count = self.route_count.wrapping_add(1);
+            let (index, route, why) = match topology::route(&input) {
+                Route::Writer { index, why } => {
+                    if why == ToWriter::ReadYourWritesFallback {
+                        crate::stats::Stats::incr(&self.ctx.stats.ryw_fallbacks);
+                    }
+                    (index, "writer", why.label())
+                }
+                Route::Replica { index } => (index, "replica", "read"),
+                Route::Held { index } => (index, "held", "read_only_transaction"),
+                Route::WaitOnReplica { .. } => match snapshot.topology.writer() {
+                    // The wait on a replica is not wired yet: the writer has every write.
+                    Some(index) => {
+                        crate::stats::Stats::incr(&self.ctx.stats.ryw_fallbacks);
+                        (index, "writer", ToWriter::ReadYourWritesFallback.label())
+                    }
+                    None => {
+                        self.wait_for_topology(&mut rx, deadline, None).await?;
+                        continue;
+                    }
+                },
+                Route::NoWriter { state, .. } => {
+                    self.wait_for_topology(&mut rx, deadline, Some(&state))
+                        .await?;
+                    continue;
+                }
+                Route::NoReplica => {
+                    self.wait_for_topology(&mut rx, deadline, None).await?;
+                    continue;
+                }
+            };
+            self.ctx.stats.routed(index, route, why);
+            self.use_server(index);
+            return Ok(());
+        }
+    }
+
+    /// Read-your-writes: the union of every write GTID the session's OKs reported (MariaDB
+    /// `last_gtid`, MySQL OWN_GTID), so a later read goes only where all of them are.
+    pub(super) fn track_write(&mut self, summary: &crate::protocol::ResponseSummary) {
+        let Some(report) = crate::protocol::last_write_gtid(&summary.state_changes) else {
+            return;
+        };
+        let Ok(text) = std::str::from_utf8(report.text()) else {
+            return;
+        };
+        let Ok(position) = GtidPosition::parse_any(text.trim()) else {
+            return;
+        };
+        match &mut self.last_write {
+            Some(have) if have.flavor() == position.flavor() => have.include(&position),
+            other => *other = Some(position),
+        }
+    }
+
+    /// Before a pinning statement reserves its place: the place is the writer's.
+    pub(super) fn use_writer_for_pin(&mut self, writer: usize) {
+        if self.config.uses_topology() {
+            self.use_server(writer);
+        }
+    }
+
+    /// The session's statements run on server `index` from now on.
+    fn use_server(&mut self, index: usize) {
+        if self.server != index && index < self.config.endpoints().len() {
+            self.server = index;
+            self.target = backend_target_for(&self.config, &self.user, &self.ctx, index);
+        }
+    }
+
+    /// Waits for the next topology until `deadline`; then the read-only error.
+    async fn wait_for_topology(
+        &self,
+        rx: &mut tokio::sync::watch::Receiver<std::sync::Arc<topology::task::Snapshot>>,
+        deadline: Instant,
+        no_writer: Option<&NoWriter>,
+    ) -> Result<(), ErrPacket> {
+        let changed = tokio::time::timeout_at(deadline.into(), rx.changed()).await;
+        match changed {
+            Ok(Ok(())) => Ok(()),
+            // Timed out, or the monitor is gone (shutdown): nothing will change.
+            _ => Err(no_server_error(no_writer, &self.config)),
+        }
+    }
+}
+
+/// 1290 (HY000), naming the state and the setting that bounded the wait.
+fn no_server_error(no_writer: Option<&NoWriter>, config: &crate::config::Config) -> ErrPacket {
+    let wait = super::fmt_ms(config.writer_wait_timeout);
+    let msg = match no_writer {
+        Some(NoWriter::Ambiguous { candidates }) => format!(
+            "sluice has no writer: {} servers are writable and replicate from nobody (split brain: servers {candidates:?}); sluice does not guess which is right. Waited writer_wait_timeout {wait}. Make all but one read-only (SET GLOBAL read_only=1) or a replica, then retry",
+            candidates.len()
+        ),
+        Some(NoWriter::Unreachable { writer }) => format!(
+            "sluice has no writer: the writer (server {writer}) is unreachable and no other server may take its place. Waited writer_wait_timeout {wait}; retry once a server is the one writable primary"
+        ),
+        Some(NoWriter::NoCandidate) => format!(
+            "sluice has no writer: no server is writable and not replicating (a switchover in progress?). Waited writer_wait_timeout {wait}; retry once one server is the primary"
+        ),
+        None => format!(
+            "sluice has no usable replica for this read (primary_reads = never). Waited writer_wait_timeout {wait}; retry, or set primary_reads = fallback"
+        ),
+    };
+    ErrPacket::from_code(codes::OPTION_PREVENTS_STATEMENT, msg.as_bytes())
+}

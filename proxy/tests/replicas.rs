@@ -1,0 +1,348 @@
+//! sluice in front of a real dbkit [`Cluster`] (a MariaDB primary and two GTID replicas) with
+//! `servers` and `read_write_split = on`: where statements run (checked by `@@server_id`),
+//! read-your-writes against delayed replicas, replica exclusion, a switchover, no writer,
+//! and split brain.
+//!
+//! Clients and sluice's data path use the application account (`app`), the monitor its own
+//! (`monitor`, SLAVE MONITOR only); the all-privileges account only drives the servers
+//! (delays, read_only, replication), as an operator would.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use dbkit::replication::{Threads, APP_PASSWORD, APP_USER, MONITOR_PASSWORD, MONITOR_USER};
+use dbkit::{Cluster, ClusterOptions};
+use mysql_async::prelude::*;
+use mysql_async::{Conn, OptsBuilder};
+use sluice::config::{Endpoint, ReadWriteSplit, ReadYourWrites, Secret};
+use sluice::{Config, Proxy, ProxyHandle};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+async fn cluster() -> Cluster {
+    let cluster = tokio::task::spawn_blocking(|| Cluster::start(ClusterOptions::default()))
+        .await
+        .expect("start task")
+        .unwrap_or_else(|e| panic!("cluster: {e}"));
+    blocking(|| {
+        cluster
+            .exec(0, "CREATE TABLE app.t (id INT PRIMARY KEY)")
+            .expect("create");
+        cluster.sync_replicas(WAIT).expect("sync");
+    });
+    cluster
+}
+
+/// sluice over every server of `cluster`, split on, a 100 ms monitor.
+async fn start(cluster: &Cluster, tweak: impl FnOnce(&mut Config)) -> ProxyHandle {
+    let mut cfg = Config::for_backend(cluster.addr(0).to_string(), APP_USER, APP_PASSWORD);
+    cfg.servers = (0..cluster.len())
+        .map(|i| Endpoint::parse(&cluster.addr(i).to_string()))
+        .collect();
+    cfg.monitor_user = Some(MONITOR_USER.into());
+    cfg.monitor_password = Some(Secret::new(MONITOR_PASSWORD.into()));
+    cfg.monitor_interval = Duration::from_millis(100);
+    cfg.read_write_split = ReadWriteSplit::On;
+    cfg.writer_wait_timeout = Duration::from_secs(1);
+    cfg.backend_tls = sluice::config::BackendTlsMode::Disabled;
+    tweak(&mut cfg);
+    let proxy = Proxy::bind(cfg).await.expect("sluice starts");
+    until(&proxy, "writer 0 and two usable replicas", |p| {
+        let t = p.context().topology();
+        t.topology.writer() == Some(0) && t.topology.usable_replicas().count() == 2
+    })
+    .await;
+    proxy
+}
+
+async fn until(proxy: &ProxyHandle, what: &str, pred: impl Fn(&ProxyHandle) -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !pred(proxy) {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {WAIT:?}; last topology: {:#?}",
+            proxy.context().topology()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn client(proxy: &ProxyHandle) -> Conn {
+    let opts = OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(proxy.local_addr().port())
+        .user(Some(APP_USER))
+        .pass(Some(APP_PASSWORD))
+        .db_name(Some("app"))
+        .prefer_socket(false);
+    Conn::new(opts).await.expect("client login through sluice")
+}
+
+async fn server_id(conn: &mut Conn, sql: &str) -> u32 {
+    conn.query_first::<u32, _>(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .expect("a row")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_go_to_replicas_and_everything_else_to_the_primary() {
+    let cluster = cluster().await;
+    let proxy = start(&cluster, |_| {}).await;
+    let primary = cluster.server_id(0);
+    let replicas: BTreeSet<u32> = [cluster.server_id(1), cluster.server_id(2)].into();
+    let mut c = client(&proxy).await;
+
+    // Autocommit reads spread over both replicas, never the primary.
+    let mut seen = BTreeSet::new();
+    for _ in 0..40 {
+        seen.insert(server_id(&mut c, "SELECT @@server_id").await);
+    }
+    assert_eq!(seen, replicas, "reads by server_id");
+
+    // Writes, locking reads, lock functions and read-write transactions: the primary.
+    c.query_drop("INSERT INTO t VALUES (1)")
+        .await
+        .expect("insert");
+    let on_primary: Vec<String> = blocking(|| cluster.query(0, "SELECT id FROM app.t"))
+        .expect("read primary")
+        .iter()
+        .map(|r| format!("{r:?}"))
+        .collect();
+    assert_eq!(on_primary.len(), 1, "the insert reached the primary");
+    let writer_only = [
+        "SELECT @@server_id FROM t LIMIT 1 FOR UPDATE",
+        "SELECT @@server_id FROM t LIMIT 1 LOCK IN SHARE MODE",
+        "SELECT @@server_id + GET_LOCK('sluice_replicas', 0) * 0",
+    ];
+    // Its own session: the named lock pins it to the primary until it ends.
+    let mut locker = client(&proxy).await;
+    for sql in writer_only {
+        assert_eq!(server_id(&mut locker, sql).await, primary, "{sql}");
+    }
+    drop(locker);
+    c.query_drop("BEGIN").await.expect("begin");
+    assert_eq!(server_id(&mut c, "SELECT @@server_id").await, primary);
+    c.query_drop("COMMIT").await.expect("commit");
+
+    // A READ ONLY transaction runs on one replica from start to end.
+    c.query_drop("START TRANSACTION READ ONLY")
+        .await
+        .expect("begin ro");
+    let first = server_id(&mut c, "SELECT @@server_id").await;
+    assert!(
+        replicas.contains(&first),
+        "READ ONLY transaction on {first}"
+    );
+    for _ in 0..5 {
+        assert_eq!(server_id(&mut c, "SELECT @@server_id").await, first);
+    }
+    c.query_drop("COMMIT").await.expect("commit ro");
+
+    // Session state moves with the session: a variable set once is seen on every server.
+    c.query_drop("SET SESSION time_zone = '+03:00'")
+        .await
+        .expect("set");
+    for _ in 0..6 {
+        let tz: String = c
+            .query_first("SELECT @@session.time_zone")
+            .await
+            .expect("tz")
+            .expect("row");
+        assert_eq!(tz, "+03:00");
+    }
+
+    let routed = proxy.context().stats.routed_snapshot();
+    let count = |route: &str| -> u64 {
+        routed
+            .iter()
+            .filter(|((_, r, _), _)| *r == route)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    assert!(count("replica") >= 40, "{routed:?}");
+    assert!(count("writer") >= 5, "{routed:?}");
+    drop(c);
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_reads_its_own_writes_from_delayed_replicas() {
+    let cluster = cluster().await;
+    let proxy = start(&cluster, |_| {}).await;
+    blocking(|| {
+        for i in [1, 2] {
+            cluster.set_delay(i, Duration::from_secs(3)).expect("delay");
+        }
+    });
+    let mut c = client(&proxy).await;
+    for id in 0..1000 {
+        c.query_drop(format!("INSERT INTO t VALUES ({id})"))
+            .await
+            .expect("insert");
+        let got: Option<i32> = c
+            .query_first(format!("SELECT id FROM t WHERE id = {id}"))
+            .await
+            .expect("select");
+        assert_eq!(got, Some(id), "read-your-writes lost row {id}");
+    }
+    assert!(
+        proxy
+            .context()
+            .stats
+            .ryw_fallbacks
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0,
+        "the delayed replicas lacked the writes: reads fell back to the writer"
+    );
+    drop(c);
+    proxy.shutdown().await;
+
+    // The same with read_your_writes = off misses rows: the test can fail.
+    let proxy = start(&cluster, |c| c.read_your_writes = ReadYourWrites::Off).await;
+    let mut c = client(&proxy).await;
+    let mut missing = 0;
+    for id in 10_000..10_020 {
+        c.query_drop(format!("INSERT INTO t VALUES ({id})"))
+            .await
+            .expect("insert");
+        let got: Option<i32> = c
+            .query_first(format!("SELECT id FROM t WHERE id = {id}"))
+            .await
+            .expect("select");
+        missing += usize::from(got.is_none());
+    }
+    assert!(
+        missing > 0,
+        "without read-your-writes a delayed replica misses rows"
+    );
+    drop(c);
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_replicas_and_null_lag_take_no_reads() {
+    let cluster = cluster().await;
+    let proxy = start(&cluster, |_| {}).await;
+    let mut c = client(&proxy).await;
+    // SQL thread stopped on replica 1, IO thread stopped (lag NULL) on replica 2 in turn.
+    for (stopped, threads) in [(1, Threads::Sql), (2, Threads::Io)] {
+        blocking(|| cluster.stop_replication(stopped, threads)).expect("stop");
+        until(&proxy, "the stopped replica excluded", |p| {
+            p.context().topology().topology.usable_replicas().count() == 1
+        })
+        .await;
+        let other = cluster.server_id(3 - stopped);
+        for _ in 0..10 {
+            assert_eq!(server_id(&mut c, "SELECT @@server_id").await, other);
+        }
+        blocking(|| cluster.start_replication(stopped, threads)).expect("start");
+        until(&proxy, "both replicas back", |p| {
+            p.context().topology().topology.usable_replicas().count() == 2
+        })
+        .await;
+    }
+    drop(c);
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switchover_no_writer_and_split_brain() {
+    let mut cluster = cluster().await;
+    let proxy = start(&cluster, |_| {}).await;
+    let mut idle = client(&proxy).await;
+    idle.query_drop("SET SESSION time_zone = '+02:00'")
+        .await
+        .expect("set");
+    let stmt = idle
+        .prep("INSERT INTO t VALUES (?)")
+        .await
+        .expect("prepare");
+    idle.exec_drop(&stmt, (1,)).await.expect("insert before");
+
+    // A switchover: the idle session keeps its state and prepared statement, and its
+    // writes go to the new primary.
+    blocking(|| cluster.switchover(1, WAIT)).expect("switchover");
+    until(&proxy, "writer 1", |p| {
+        p.context().topology().topology.writer() == Some(1)
+    })
+    .await;
+    idle.exec_drop(&stmt, (2,)).await.expect("insert after");
+    let tz: String = idle
+        .query_first("SELECT @@session.time_zone")
+        .await
+        .expect("tz")
+        .expect("row");
+    assert_eq!(tz, "+02:00", "state replayed after the switchover");
+    let n: Vec<u32> = blocking(|| cluster.query(1, "SELECT id FROM app.t WHERE id = 2"))
+        .expect("read new primary")
+        .iter()
+        .map(|_| 1)
+        .collect();
+    assert_eq!(n.len(), 1, "the write went to the new primary");
+
+    // No writer: writes wait writer_wait_timeout, then a read-only error.
+    blocking(|| cluster.set_read_only(1, true)).expect("read_only");
+    until(&proxy, "no writer", |p| {
+        p.context().topology().topology.writer().is_none()
+    })
+    .await;
+    let started = Instant::now();
+    let err = idle
+        .query_drop("INSERT INTO t VALUES (3)")
+        .await
+        .expect_err("no writer");
+    assert!(started.elapsed() >= Duration::from_millis(900), "waited");
+    match err {
+        mysql_async::Error::Server(e) => {
+            assert_eq!((e.code, e.state.as_str()), (1290, "HY000"), "{e:?}");
+            assert!(e.message.contains("no writer"), "{}", e.message);
+            assert!(e.message.contains("writer_wait_timeout"), "{}", e.message);
+        }
+        other => panic!("expected 1290, got {other:?}"),
+    }
+    // Reads still work meanwhile.
+    server_id(&mut idle, "SELECT @@server_id").await;
+    blocking(|| cluster.set_read_only(1, false)).expect("writable again");
+    until(&proxy, "writer 1 again", |p| {
+        p.context().topology().topology.writer() == Some(1)
+    })
+    .await;
+    idle.query_drop("INSERT INTO t VALUES (4)")
+        .await
+        .expect("writes resume");
+
+    // Split brain: replica 2 made a writable primary of its own while 1 still is: no
+    // writes anywhere.
+    blocking(|| {
+        cluster.exec(2, "STOP SLAVE")?;
+        cluster.exec(2, "RESET SLAVE ALL")?;
+        cluster.exec(2, "SET GLOBAL read_only = 0")
+    })
+    .expect("second primary");
+    until(&proxy, "split brain: no writer", |p| {
+        p.context().topology().topology.writer().is_none()
+    })
+    .await;
+    let err = idle
+        .query_drop("INSERT INTO t VALUES (5)")
+        .await
+        .expect_err("split brain");
+    match err {
+        mysql_async::Error::Server(e) => {
+            assert_eq!(e.code, 1290, "{e:?}");
+            assert!(e.message.contains("split brain"), "{}", e.message);
+        }
+        other => panic!("expected 1290, got {other:?}"),
+    }
+    for i in [1, 2] {
+        let rows = blocking(|| cluster.query(i, "SELECT id FROM app.t WHERE id = 5")).expect("q");
+        assert!(rows.is_empty(), "server {i} got the write");
+    }
+    drop(idle);
+    proxy.shutdown().await;
+}
