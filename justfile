@@ -7,10 +7,13 @@ default:
 
 # First installs what the tests use and is missing (scripts/install-test-deps.sh: MariaDB,
 # sysbench, the PHP/Java/Python/Node drivers; apt-get as root, saying so first), as .ci/run does.
-# Run every test (unit, protocol byte samples, integration against a private MariaDB).
+# Run every test (unit, protocol byte samples, integration against a private MariaDB), then the
+# style checks: no import cycle (just cycles), no file over 600 lines (just sizes).
 test:
     scripts/install-test-deps.sh
     cargo test --workspace -- --test-threads 4
+    just cycles
+    just sizes
 
 # Installs mariadb-server with apt-get first when no server exists and you are root on
 # Debian/Ubuntu. Flags and env tunables: `cargo run --release -p loadgen -- --help`,
@@ -77,3 +80,7 @@ soak *ARGS:
     loadgen/scripts/ensure-server.sh {{ARGS}}
     cargo build --release -p sluice -p loadgen
     target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/loadgen" soak {{ARGS}}
+
+# No Rust file over 600 lines before its tests (the style rule; scripts/file-sizes.py).
+sizes:
+    python3 scripts/file-sizes.py proxy/src loadgen/src dbkit/src

@@ -13,7 +13,8 @@ use std::time::Duration;
 use dbkit::replication::{Threads, APP_PASSWORD, APP_USER, MONITOR_PASSWORD, MONITOR_USER};
 use dbkit::{Cluster, ClusterOptions};
 use sluice::classify::classify;
-use sluice::conn::backend::{query_payload, BackendConn, BackendTarget, PoolKey};
+use sluice::conn::backend::{BackendConn, BackendTarget, PoolKey};
+use sluice::protocol::request::query as query_payload;
 use sluice::topology::task::{self, BackendConnect, MonitorSettings, Snapshot};
 use sluice::topology::{
     route, Exclusion, Flavor, Limits, MinGtid, NoWriter, ReadWriteSplit, Role, Route, RouteConfig,

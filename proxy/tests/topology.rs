@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use dbkit::replication::{Threads, APP_PASSWORD, APP_USER, MONITOR_PASSWORD, MONITOR_USER};
 use dbkit::{Cluster, ClusterOptions};
-use sluice::conn::backend::{query_payload, BackendConn, BackendTarget, PoolKey};
+use sluice::conn::backend::{BackendConn, BackendTarget, PoolKey};
+use sluice::protocol::request::query as query_payload;
 use sluice::protocol::{last_write_gtid, Capabilities, GtidReport};
 use sluice::topology::monitor::{failure_of, observe};
 use sluice::topology::{

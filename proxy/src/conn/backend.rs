@@ -13,8 +13,9 @@ use super::{Error, PacketStream};
 use crate::config::Endpoint;
 use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
 use crate::protocol::{
-    auth, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake, HandshakeResponse,
-    OkPacket, PrepareOk, ResponseKind, ResponseTracker, SessionStateChange, SslRequest,
+    auth, request, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake,
+    HandshakeResponse, OkPacket, PrepareOk, ResponseKind, ResponseTracker, SessionStateChange,
+    SslRequest,
 };
 
 /// Session tracking makes every OK report schema and system-variable changes, which is what
@@ -232,7 +233,7 @@ impl BackendConn {
         conn.login(&hs, seq, target).await?;
         // The account's first login also finds out whether it may set pseudo_thread_id, in
         // the same round trip.
-        let tracking = query_payload(tracking_sql(&conn.server.version));
+        let tracking = request::query(tracking_sql(&conn.server.version));
         let probe = probe_sql(conn.thread_id);
         let probing = target.identity.mode(&target.user).is_none();
         let mut cmds: Vec<&[u8]> = vec![&tracking];
@@ -401,7 +402,7 @@ impl BackendConn {
 
     /// COM_PING; used by health checks.
     pub async fn ping(&mut self) -> Result<(), Error> {
-        match self.run_simple(&[0x0e]).await? {
+        match self.run_simple(&request::ping()).await? {
             Ok(_) => Ok(()),
             Err(e) => Err(Error::Server(e)),
         }
@@ -412,10 +413,11 @@ impl BackendConn {
     /// statements, and baseline session variables.
     pub async fn reset(&mut self) -> Result<(), Error> {
         let baseline = self.caps.contains(Capabilities::CLIENT_MULTI_STATEMENTS);
-        let tracking = query_payload(tracking_sql(&self.server.version));
+        let tracking = request::query(tracking_sql(&self.server.version));
         // The reset may or may not restore the option; setting it again is harmless.
-        let option = set_option_payload(baseline);
-        let mut cmds: Vec<&[u8]> = vec![&[0x1f], &tracking];
+        let option = request::set_option(baseline);
+        let reset = request::reset_connection();
+        let mut cmds: Vec<&[u8]> = vec![&reset, &tracking];
         if self.state.multi_statements != baseline {
             cmds.push(&option);
         }
@@ -440,10 +442,7 @@ impl BackendConn {
         &mut self,
         sql: &[u8],
     ) -> Result<Result<PrepareOk, ErrPacket>, Error> {
-        let mut payload = Vec::with_capacity(sql.len() + 1);
-        payload.push(0x16);
-        payload.extend_from_slice(sql);
-        self.stream.queue_packet(0, &payload);
+        self.stream.queue_packet(0, &request::stmt_prepare(sql));
         self.stream.flush(None).await?;
         let mut tracker = ResponseTracker::new(ResponseKind::Prepare, self.caps);
         while !tracker.is_done() {
@@ -471,7 +470,7 @@ impl BackendConn {
         sql: &[u8],
     ) -> Result<Result<crate::protocol::TextResult, ErrPacket>, Error> {
         use crate::protocol::text_result::Step;
-        self.stream.queue_packet(0, &query_payload(sql));
+        self.stream.queue_packet(0, &request::query(sql));
         self.stream.flush(None).await?;
         let mut reader = crate::protocol::TextResultReader::new(self.caps);
         loop {
@@ -495,7 +494,7 @@ impl BackendConn {
         &mut self,
         sql: &[u8],
     ) -> Result<Result<Option<u64>, ErrPacket>, Error> {
-        self.stream.queue_packet(0, &query_payload(sql));
+        self.stream.queue_packet(0, &request::query(sql));
         self.stream.flush(None).await?;
         let mut tracker = ResponseTracker::new(ResponseKind::Query, self.caps);
         // Column count, one definition, then an EOF unless DEPRECATE_EOF: the next is a row.
@@ -538,23 +537,10 @@ fn scramble(plugin: &[u8], nonce: &[u8], password: &[u8]) -> Vec<u8> {
     }
 }
 
-/// A COM_SET_OPTION payload: MYSQL_OPTION_MULTI_STATEMENTS_ON (0) or _OFF (1).
-pub fn set_option_payload(multi_statements: bool) -> [u8; 3] {
-    [0x1b, u8::from(!multi_statements), 0]
-}
-
-/// A COM_QUERY payload for `sql`.
-pub fn query_payload(sql: &[u8]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(sql.len() + 1);
-    p.push(0x03);
-    p.extend_from_slice(sql);
-    p
-}
-
 /// The identity probe (see `identity`): setting the variable to the connection's own id
 /// changes nothing but says whether the account may.
 pub fn probe_sql(thread_id: u32) -> Vec<u8> {
-    query_payload(format!("SET @@SESSION.pseudo_thread_id = {thread_id}").as_bytes())
+    request::query(format!("SET @@SESSION.pseudo_thread_id = {thread_id}").as_bytes())
 }
 
 #[cfg(test)]

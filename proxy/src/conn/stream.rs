@@ -6,6 +6,7 @@
 
 use bytes::{Buf, BytesMut};
 use std::borrow::Cow;
+use std::task::Poll;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
@@ -312,11 +313,17 @@ impl PacketStream {
                 Transport::Detached => Err(std::io::ErrorKind::NotConnected.into()),
             }
         };
-        match timeout {
-            Some(t) => tokio::time::timeout(t, write)
-                .await
-                .map_err(|_| Error::Timeout("write"))??,
-            None => write.await?,
+        let mut write = std::pin::pin!(write);
+        // The socket almost always takes the bytes at once: try that before arming a timer
+        // (a timer costs a clock read and a handle clone per flush on the hot path).
+        match futures_util::poll!(write.as_mut()) {
+            Poll::Ready(r) => r?,
+            Poll::Pending => match timeout {
+                Some(t) => tokio::time::timeout(t, write)
+                    .await
+                    .map_err(|_| Error::Timeout("write"))??,
+                None => write.await?,
+            },
         }
         self.written += self.wbuf.len() as u64;
         self.wbuf.clear();

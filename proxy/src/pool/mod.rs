@@ -25,7 +25,7 @@ pub use places::{Hold, PinPlace, PinRefusal};
 pub use reset::Resets;
 pub use slots::{Slot, Slots, Window};
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -82,9 +82,12 @@ enum Plan {
 
 #[derive(Default)]
 struct Backends {
-    idle: HashMap<PoolKey, Vec<BackendConn>>,
+    // FxHash: every checkout and check-in looks the key up (SipHash cost ~550 instructions
+    // a statement). The keys are the few backend accounts that logged in successfully, so
+    // SipHash's flooding resistance buys nothing here.
+    idle: FxHashMap<PoolKey, Vec<BackendConn>>,
     /// Backends whose reset waits for a free execution slot (`pool::reset`).
-    dirty: HashMap<PoolKey, Vec<BackendConn>>,
+    dirty: FxHashMap<PoolKey, Vec<BackendConn>>,
     /// Every open backend: idle, dirty, checked out, pinned, connecting or resetting.
     open: u32,
     idle_count: u32,
@@ -450,12 +453,12 @@ impl Pool {
 
     /// The return path of every backend (called from `PooledBackend::drop`).
     pub(crate) fn checkin(&self, mut conn: BackendConn, policy: reset::ResetPolicy) {
-        conn.last_used = Instant::now();
+        let now = Instant::now();
+        conn.last_used = now;
         let facts = {
             let b = self.lock();
             self.facts(b.open)
         };
-        let now = Instant::now();
         match recycle::decide(ConnFacts::of(&conn, now), &facts, Occasion::Checkin) {
             Recycle::Release => {
                 self.shared.stats.recycled(RecycleOutcome::Release);

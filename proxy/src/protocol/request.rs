@@ -1,5 +1,6 @@
 //! The command payloads sluice builds itself (to restore a backend's state, to prepare a
-//! rewritten statement): COM_QUERY, COM_INIT_DB, COM_SET_OPTION, COM_STMT_PREPARE.
+//! rewritten statement, to check or reset a pooled connection): COM_QUERY, COM_INIT_DB,
+//! COM_SET_OPTION, COM_STMT_PREPARE, COM_PING, COM_RESET_CONNECTION.
 //!
 //! Spec: <https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_com_query.html>,
 //! <https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_com_init_db.html>,
@@ -38,6 +39,16 @@ pub fn set_option(multi_statements: bool) -> [u8; 3] {
     [CommandCode::SetOption as u8, u8::from(!multi_statements), 0]
 }
 
+/// COM_PING (a health check).
+pub fn ping() -> [u8; 1] {
+    [CommandCode::Ping as u8]
+}
+
+/// COM_RESET_CONNECTION (back to the login's state, keeping the connection).
+pub fn reset_connection() -> [u8; 1] {
+    [CommandCode::ResetConnection as u8]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +60,7 @@ mod tests {
         assert_eq!(stmt_prepare(b"SELECT ?"), b"\x16SELECT ?");
         assert_eq!(set_option(true), [0x1b, 0x00, 0x00]);
         assert_eq!(set_option(false), [0x1b, 0x01, 0x00]);
+        assert_eq!(ping(), [0x0e]);
+        assert_eq!(reset_connection(), [0x1f]);
     }
 }

@@ -231,7 +231,12 @@ impl Session {
             // The previous command's config: a reload applies from the next command on.
             let stall = self.config.client_login_timeout;
             self.client.trim();
+            // Biased, the read first: no random draw per poll, and a command that is ready
+            // does not also poll the two cancellations (each a lock and a waiter check).
+            // They are still polled whenever the read waits, and tokio's cooperative budget
+            // makes even a client that never lets it wait yield now and then.
             let next = tokio::select! {
+                biased;
                 r = self.client.next_packet_within(stall) => r,
                 _ = &mut shutdown => return self.goodbye(errors::shutdown(), ClientCloseReason::Shutdown).await,
                 _ = &mut killed => return self.goodbye(errors::killed(), ClientCloseReason::Killed).await,
@@ -264,7 +269,9 @@ impl Session {
             return Ok(());
         }
         let timeout = self.config.client_write_timeout;
+        // Biased, as in `run`: the write first, the hard stop whenever it waits.
         tokio::select! {
+            biased;
             r = self.client.flush(Some(timeout)) => r.map_err(|e| match e {
                 conn::Error::Timeout(_) => ClientCloseReason::WriteTimeout,
                 _ => ClientCloseReason::Eof,
@@ -368,12 +375,15 @@ impl Session {
         let started = Instant::now();
         // Counted as queued: the response's tail is flushed after the statement (`run`).
         let written = self.client.bytes_written() + self.client.queued() as u64;
+        // Biased, as in `run`: the relay first, the hard stop whenever it waits.
         let result = tokio::select! {
+            biased;
             r = relay(&mut self.client, backend, packet, kind, &opts) => r,
             _ = self.hard_stop.as_mut() => return Err(ClientCloseReason::Shutdown),
         };
-        self.ctx.latency.backend_time.record(started.elapsed());
-        self.pool().slots().record_service(started.elapsed());
+        let took = started.elapsed();
+        self.ctx.latency.backend_time.record(took);
+        self.pool().slots().record_service(took);
         self.ctx.stats.bytes_to_clients.fetch_add(
             self.client.bytes_written() + self.client.queued() as u64 - written,
             Ordering::Relaxed,

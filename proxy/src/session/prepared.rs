@@ -4,7 +4,7 @@
 //! layouts are `protocol::stmt_execute` / `stmt_bulk_execute`'s; the session's commands
 //! are in `handlers`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use crate::conn::stmts::StmtKey;
@@ -25,7 +25,8 @@ pub struct ClientStmt {
 
 #[derive(Default)]
 pub struct ClientStmts {
-    map: HashMap<u32, ClientStmt>,
+    // FxHash: looked up on every execution, and the ids are sluice's own (`next_id`).
+    map: FxHashMap<u32, ClientStmt>,
     next_id: u32,
     /// The id the last successful PREPARE got.
     last: Option<u32>,

@@ -17,12 +17,9 @@ impl Session {
         // With the client's id in its text the statement is this client's own: its
         // backend copy is keyed by that text, so no other client reuses it.
         let rewritten = self.rewritten_sql(sql, &class);
-        let framed_prepare = rewritten.as_ref().map(|q| {
-            let mut payload = Vec::with_capacity(q.len() + 1);
-            payload.push(0x16);
-            payload.extend_from_slice(q);
-            crate::session::framed(&payload)
-        });
+        let framed_prepare = rewritten
+            .as_ref()
+            .map(|q| crate::session::framed(&crate::protocol::request::stmt_prepare(q)));
         let packet = framed_prepare.as_deref().unwrap_or(packet);
         let sql = rewritten.as_deref().unwrap_or(sql);
         // As the server does, a PREPARE that fails leaves no "last prepared" statement,
@@ -139,9 +136,11 @@ impl Session {
         };
         let packet = match self.backend.as_mut() {
             Some(b) if cmd.runs() => {
-                let held = b.stmts.get(&stmt.key).and_then(|s| s.types.clone());
-                let (packet, holds) = cmd.for_backend(payload, backend_id, &stmt, held.as_deref());
-                if let Some(s) = b.stmts.get(&stmt.key) {
+                // One lookup for the held types and their update (the key is the SQL text).
+                let held = b.stmts.get(&stmt.key);
+                let types = held.as_ref().and_then(|s| s.types.as_deref());
+                let (packet, holds) = cmd.for_backend(payload, backend_id, &stmt, types);
+                if let Some(s) = held {
                     s.types = holds;
                 }
                 packet
