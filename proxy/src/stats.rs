@@ -199,6 +199,9 @@ pub struct Stats {
     /// Read-your-writes reads that went to the writer because no replica had the write
     /// (`read_your_writes = session | wait`, including a wait that timed out).
     pub ryw_fallbacks: AtomicU64,
+    /// Autocommit reads run again on another server because their replica failed before
+    /// the client saw a byte.
+    pub read_retries: AtomicU64,
 }
 
 /// One `routed{server,route,why}` series: the server index, `"writer"` / `"replica"` /

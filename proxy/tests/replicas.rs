@@ -129,7 +129,11 @@ async fn reads_go_to_replicas_and_everything_else_to_the_primary() {
     assert_eq!(server_id(&mut c, "SELECT @@server_id").await, primary);
     c.query_drop("COMMIT").await.expect("commit");
 
-    // A READ ONLY transaction runs on one replica from start to end.
+    // A READ ONLY transaction runs on one replica from start to end (once the replicas
+    // are seen to have this session's insert: read-your-writes sends it to the writer
+    // before).
+    blocking(|| cluster.sync_replicas(WAIT)).expect("sync");
+    tokio::time::sleep(Duration::from_millis(500)).await;
     c.query_drop("START TRANSACTION READ ONLY")
         .await
         .expect("begin ro");
@@ -219,6 +223,39 @@ async fn a_session_reads_its_own_writes_from_delayed_replicas() {
     assert!(
         missing > 0,
         "without read-your-writes a delayed replica misses rows"
+    );
+    drop(c);
+    proxy.shutdown().await;
+
+    // `wait`: close replicas wait for the write (MASTER_GTID_WAIT) and serve the read.
+    blocking(|| {
+        for i in [1, 2] {
+            cluster.set_delay(i, Duration::ZERO).expect("no delay");
+        }
+        cluster.sync_replicas(WAIT).expect("sync");
+    });
+    let proxy = start(&cluster, |c| {
+        c.read_your_writes = ReadYourWrites::Wait;
+        c.gtid_wait_timeout = Duration::from_secs(2);
+    })
+    .await;
+    let mut c = client(&proxy).await;
+    for id in 20_000..20_200 {
+        c.query_drop(format!("INSERT INTO t VALUES ({id})"))
+            .await
+            .expect("insert");
+        let got: Option<i32> = c
+            .query_first(format!("SELECT id FROM t WHERE id = {id}"))
+            .await
+            .expect("select");
+        assert_eq!(got, Some(id), "wait mode lost row {id}");
+    }
+    let routed = proxy.context().stats.routed_snapshot();
+    assert!(
+        routed
+            .iter()
+            .any(|((_, r, _), n)| *r == "wait_replica" && *n > 0),
+        "some reads waited on a replica: {routed:?}"
     );
     drop(c);
     proxy.shutdown().await;
@@ -344,5 +381,57 @@ async fn switchover_no_writer_and_split_brain() {
         assert!(rows.is_empty(), "server {i} got the write");
     }
     drop(idle);
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replica_costs_no_read_errors() {
+    let mut cluster = cluster().await;
+    let proxy = start(&cluster, |c| {
+        c.pool_size = sluice::config::PoolSize::Fixed(8);
+    })
+    .await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for _ in 0..32 {
+        let mut c = client(&proxy).await;
+        let stop = stop.clone();
+        readers.push(tokio::spawn(async move {
+            let (mut ok, mut errors) = (0u64, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match c.query_first::<u32, _>("SELECT @@server_id").await {
+                    Ok(Some(_)) => ok += 1,
+                    Ok(None) => errors.push("no row".to_string()),
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+            (ok, errors)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    blocking(|| cluster.kill(2));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut ok, mut errors) = (0, Vec::new());
+    for r in readers {
+        let (o, e) = r.await.expect("reader");
+        ok += o;
+        errors.extend(e);
+    }
+    assert!(ok > 100, "reads ran: {ok}");
+    assert!(
+        errors.is_empty(),
+        "{} read errors, e.g. {:?}",
+        errors.len(),
+        errors.first()
+    );
+    let mut c = client(&proxy).await;
+    for _ in 0..10 {
+        assert_eq!(
+            server_id(&mut c, "SELECT @@server_id").await,
+            cluster.server_id(1)
+        );
+    }
+    drop(c);
     proxy.shutdown().await;
 }

@@ -542,3 +542,21 @@ fn scramble(plugin: &[u8], nonce: &[u8], password: &[u8]) -> Vec<u8> {
 pub fn probe_sql(thread_id: u32) -> Vec<u8> {
     request::query(format!("SET @@SESSION.pseudo_thread_id = {thread_id}").as_bytes())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mysql_backends_also_track_their_own_gtids() {
+        let mariadb = tracking_sql(b"5.5.5-10.11.19-MariaDB-0+deb12u1");
+        assert!(!mariadb.windows(19).any(|w| w == b"session_track_gtids"));
+        assert_eq!(
+            mariadb, ENABLE_TRACKING,
+            "MariaDB refuses session_track_gtids"
+        );
+        let mysql = tracking_sql(b"8.0.36");
+        assert!(mysql.ends_with(b"session_track_gtids=OWN_GTID"));
+        assert!(mysql.starts_with(ENABLE_TRACKING));
+    }
+}

@@ -91,6 +91,18 @@ impl Session {
     async fn acquire_inner(&mut self) -> Result<(), ErrPacket> {
         // The one routing call: which server's slots and backends this statement takes.
         self.route_statement().await?;
+        self.take_slot_and_backend().await?;
+        if let Some(until) = self.gtid_wait.take() {
+            if !self.replica_reached(&until).await {
+                self.fall_back_to_writer()?;
+                self.take_slot_and_backend().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The slot and backend of the server the session is routed to, state replayed.
+    async fn take_slot_and_backend(&mut self) -> Result<(), ErrPacket> {
         let config = Arc::clone(&self.config);
         let mut deadline = Instant::now() + config.queue_timeout;
         if !self.pool().backend_up() {
@@ -137,7 +149,13 @@ impl Session {
                     &self.state.movable,
                     &self.target,
                     deadline,
-                    config.backend_down_wait,
+                    // A read on a replica that is down fails at once and is retried on
+                    // another server instead of waiting for this one.
+                    if self.on_replica {
+                        Duration::ZERO
+                    } else {
+                        config.backend_down_wait
+                    },
                 )
                 .await
                 .map_err(|e| self.pool_error(&e))?;

@@ -86,6 +86,16 @@ pub struct Session {
     last_write: Option<crate::topology::GtidPosition>,
     /// Spreads the router's ties.
     route_count: usize,
+    /// The current statement was routed to a replica (`route::Route::Replica`).
+    on_replica: bool,
+    /// A server the next routing must avoid: a replica that just failed a read.
+    avoid: Option<usize>,
+    /// The relay may hand a backend failure back for a retry (nothing reached the client).
+    retry_read: bool,
+    /// Set by the relay when it did so.
+    read_retry_now: bool,
+    /// `read_your_writes = wait`: the position the chosen replica must reach first.
+    gtid_wait: Option<crate::topology::GtidPosition>,
 }
 
 /// Serves one accepted socket until the client leaves.
@@ -181,6 +191,11 @@ impl Session {
             pending: route::Pending::default(),
             last_write: None,
             route_count: 0,
+            on_replica: false,
+            avoid: None,
+            retry_read: false,
+            read_retry_now: false,
+            gtid_wait: None,
         }
     }
 
@@ -275,28 +290,55 @@ impl Session {
         self.reg.info.queries.fetch_add(1, Ordering::Relaxed);
         Stats::incr(&self.ctx.stats.statements);
         let rules = class.map(Rules::of);
-        if let Some(c) = class {
-            self.pending = route::Pending {
-                read: c.read,
-                min_gtid: c.min_gtid.clone(),
-            };
-        }
+        let pending = class.map(|c| route::Pending {
+            read: c.read,
+            min_gtid: c.min_gtid.clone(),
+        });
+        // An autocommit read that starts with nothing held may be retried once on another
+        // server when its replica fails before the client saw a byte.
+        let mut retries = usize::from(
+            class.is_some_and(|c| c.read.is_replica_safe())
+                && self.backend.is_none()
+                && self.slot.is_none()
+                && !self.state.in_transaction(),
+        );
         // A statement that will pin gets its place first, or does not run at all.
         if let Err(err) = self.reserve_pin(rules.as_ref()).await {
             self.reply_err(1, &err).await?;
             return Ok(Flow::Continue);
         }
-        if let Err(err) = self.acquire().await {
-            self.release_if_possible();
-            self.reply_err(1, &err).await?;
-            return Ok(Flow::Continue);
-        }
-        if let Some(r) = &rules {
-            self.present_identity(r.presents).await;
-        }
         let mut flow = Flow::Continue;
-        if let Some(summary) = self.relay_on_backend(packet, kind, None).await? {
-            flow = self.after_statement(&summary, rules.as_ref()).await;
+        loop {
+            if let Some(p) = &pending {
+                self.pending = p.clone();
+            }
+            if let Err(err) = self.acquire().await {
+                self.release_if_possible();
+                if retries > 0 && self.on_replica {
+                    retries -= 1;
+                    self.avoid = Some(self.server);
+                    Stats::incr(&self.ctx.stats.read_retries);
+                    continue;
+                }
+                self.reply_err(1, &err).await?;
+                return Ok(Flow::Continue);
+            }
+            if let Some(r) = &rules {
+                self.present_identity(r.presents).await;
+            }
+            self.retry_read = retries > 0 && self.on_replica;
+            let relayed = self.relay_on_backend(packet, kind, None).await;
+            self.retry_read = false;
+            if std::mem::take(&mut self.read_retry_now) {
+                retries -= 1;
+                self.avoid = Some(self.server);
+                Stats::incr(&self.ctx.stats.read_retries);
+                continue;
+            }
+            if let Some(summary) = relayed? {
+                flow = self.after_statement(&summary, rules.as_ref()).await;
+            }
+            break;
         }
         self.release_if_possible();
         if matches!(flow, Flow::Quit) {
@@ -358,6 +400,15 @@ impl Session {
                     conn::Error::Timeout(_) => ClientCloseReason::WriteTimeout,
                     _ => ClientCloseReason::Eof,
                 })
+            }
+            // Nothing reached the client (the next packet would be its first): the read
+            // runs again elsewhere, and the client never sees the replica fail.
+            Err(RelayError::Backend { error, next_seq: 1 }) if self.retry_read => {
+                tracing::info!(client = self.reg.info.id, backend = %self.target.addr, "replica failed before the first byte of a read ({error}); retrying it on another server");
+                self.backend = None;
+                self.release_if_possible();
+                self.read_retry_now = true;
+                Ok(None)
             }
             Err(RelayError::Backend { error, next_seq }) => {
                 self.backend_lost(error, next_seq).await?;

@@ -6,6 +6,10 @@
 //! go to the writer waits for the next topology with exactly one, up to
 //! `writer_wait_timeout`, then gets 1290 (HY000) naming the state. A read with
 //! `primary_reads = never` waits for a replica the same way.
+//!
+//! Read-your-writes: `track_write` keeps the union of the session's write GTIDs; with
+//! `read_your_writes = wait` a close replica first runs `topology::wait`'s statement
+//! (`replica_reached`) and the read falls back to the writer on timeout.
 
 use std::time::Instant;
 
@@ -14,11 +18,12 @@ use crate::classify::ReadSafety;
 use crate::context::{backend_target_for, route_config};
 use crate::protocol::{codes, ErrPacket};
 use crate::topology::{
-    self, GtidPosition, MinGtid, NoWriter, Route, RouteInput, SessionFacts, ToWriter, Transaction,
+    self, CheckFailure, Exclusion, GtidPosition, MinGtid, NoWriter, Role, Route, RouteInput,
+    SessionFacts, ToWriter, Transaction,
 };
 
 /// What the statement about to run tells the router (set by `Session::statement`).
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Pending {
     pub read: ReadSafety,
     /// The `sluice:min_gtid` token's text, if any.
@@ -30,6 +35,9 @@ impl Session {
     /// it. Without a topology (one server, split off) it is always server 0.
     pub(super) async fn route_statement(&mut self) -> Result<(), ErrPacket> {
         let pending = std::mem::take(&mut self.pending);
+        let avoid = self.avoid.take();
+        self.on_replica = false;
+        self.gtid_wait = None;
         if self.slot.is_some() || self.backend.is_some() || !self.config.uses_topology() {
             return Ok(());
         }
@@ -42,7 +50,14 @@ impl Session {
         let deadline = Instant::now() + self.config.writer_wait_timeout;
         let mut rx = self.ctx.topology_watch();
         loop {
-            let snapshot = rx.borrow_and_update().clone();
+            let mut snapshot = rx.borrow_and_update().clone();
+            if let Some(failed) = avoid.filter(|&i| Some(i) != snapshot.topology.writer()) {
+                // The replica that just failed this read: out until the monitor says more.
+                let s = std::sync::Arc::make_mut(&mut snapshot);
+                if let Some(view) = s.topology.servers.get_mut(failed) {
+                    view.role = Role::Excluded(Exclusion::CheckFailed(CheckFailure::Unreachable));
+                }
+            }
             let queued = self.ctx.queued();
             let input = RouteInput {
                 statement: pending.read,
@@ -73,19 +88,18 @@ impl Session {
                     }
                     (index, "writer", why.label())
                 }
-                Route::Replica { index } => (index, "replica", "read"),
+                Route::Replica { index } => {
+                    self.on_replica = true;
+                    (index, "replica", "read")
+                }
                 Route::Held { index } => (index, "held", "read_only_transaction"),
-                Route::WaitOnReplica { .. } => match snapshot.topology.writer() {
-                    // The wait on a replica is not wired yet: the writer has every write.
-                    Some(index) => {
-                        crate::stats::Stats::incr(&self.ctx.stats.ryw_fallbacks);
-                        (index, "writer", ToWriter::ReadYourWritesFallback.label())
-                    }
-                    None => {
-                        self.wait_for_topology(&mut rx, deadline, None).await?;
-                        continue;
-                    }
-                },
+                Route::WaitOnReplica { index, until } => {
+                    // `acquire` runs the wait on the replica's backend, then the read there
+                    // or, on timeout, on the writer (`fall_back_to_writer`).
+                    self.gtid_wait = Some(until);
+                    self.on_replica = true;
+                    (index, "wait_replica", "read")
+                }
                 Route::NoWriter { state, .. } => {
                     self.wait_for_topology(&mut rx, deadline, Some(&state))
                         .await?;
@@ -118,6 +132,48 @@ impl Session {
             Some(have) if have.flavor() == position.flavor() => have.include(&position),
             other => *other = Some(position),
         }
+    }
+
+    /// `read_your_writes = wait`: runs the GTID wait on the replica backend just checked
+    /// out; whether the replica reached the position within `gtid_wait_timeout`.
+    pub(super) async fn replica_reached(&mut self, until: &GtidPosition) -> bool {
+        let sql = topology::wait::gtid_wait_statement(until, self.config.gtid_wait_timeout);
+        let Some(b) = self.backend.as_mut() else {
+            return false;
+        };
+        match b.query_rows(&sql).await {
+            Ok(Ok(result)) => {
+                let cell = result.rows.first().and_then(|r| r.first());
+                topology::wait::WaitOutcome::from_cell(cell.and_then(|c| c.as_deref()))
+                    == topology::wait::WaitOutcome::Reached
+            }
+            Ok(Err(_)) => false,
+            Err(_) => {
+                b.health = crate::conn::backend::Health::Broken;
+                false
+            }
+        }
+    }
+
+    /// The replica did not reach the session's write in time: give its slot and backend
+    /// back and run the read on the writer (counted as a read-your-writes fallback).
+    pub(super) fn fall_back_to_writer(&mut self) -> Result<(), ErrPacket> {
+        self.backend = None;
+        self.slot = None;
+        self.on_replica = false;
+        crate::stats::Stats::incr(&self.ctx.stats.ryw_fallbacks);
+        let snapshot = self.ctx.topology();
+        let Some(writer) = snapshot.topology.writer() else {
+            let state = match &snapshot.topology.verdict {
+                topology::Verdict::NoWriter(state) => Some(state.clone()),
+                topology::Verdict::Writer { .. } => None,
+            };
+            return Err(no_server_error(state.as_ref(), &self.config));
+        };
+        let why = ToWriter::ReadYourWritesFallback.label();
+        self.ctx.stats.routed(writer, "writer", why);
+        self.use_server(writer);
+        Ok(())
     }
 
     /// Before a pinning statement reserves its place: the place is the writer's.
