@@ -435,3 +435,63 @@ async fn a_killed_replica_costs_no_read_errors() {
     drop(c);
     proxy.shutdown().await;
 }
+
+/// The writer dies (kill -9) and a replica is promoted: the statement that was running on it
+/// gets 9004 (never replayed), an idle session keeps its connection, its session state and
+/// its prepared statement, and its next write goes to the new writer once the monitor sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_writer_fails_its_running_statement_and_idle_sessions_follow_the_new_one() {
+    let mut cluster = cluster().await;
+    let proxy = start(&cluster, |cfg| {
+        cfg.writer_wait_timeout = Duration::from_secs(20);
+    })
+    .await;
+    let mut idle = client(&proxy).await;
+    idle.query_drop("SET SESSION time_zone = '+03:00'")
+        .await
+        .expect("set");
+    let stmt = idle
+        .prep("INSERT INTO t VALUES (?)")
+        .await
+        .expect("prepare");
+    idle.exec_drop(&stmt, (10,)).await.expect("insert before");
+    blocking(|| cluster.sync_replicas(WAIT)).expect("sync");
+
+    // A statement running on the writer when it dies (SLEEP never goes to a replica).
+    let mut busy = client(&proxy).await;
+    let running = tokio::spawn(async move {
+        let r = busy.query_drop("SELECT SLEEP(30)").await;
+        (r, busy)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    blocking(|| cluster.kill(0));
+    let (result, _busy) = running.await.expect("task");
+    match result {
+        Err(mysql_async::Error::Server(e)) => {
+            assert_eq!((e.code, e.state.as_str()), (9004, "HY000"), "{e:?}")
+        }
+        other => panic!("the running statement should get 9004, got {other:?}"),
+    }
+
+    blocking(|| cluster.failover(1, WAIT)).expect("failover");
+    until(&proxy, "writer 1 after the failover", |p| {
+        p.context().topology().topology.writer() == Some(1)
+    })
+    .await;
+    idle.exec_drop(&stmt, (11,))
+        .await
+        .expect("the idle session's prepared insert after the failover");
+    let tz: String = idle
+        .query_first("SELECT @@session.time_zone")
+        .await
+        .expect("tz")
+        .expect("row");
+    assert_eq!(tz, "+03:00", "session state replayed on the new writer");
+    let rows = blocking(|| cluster.query(1, "SELECT id FROM app.t WHERE id = 11"))
+        .expect("read the new writer");
+    assert_eq!(rows.len(), 1, "the write went to the new writer, once");
+    let old = blocking(|| cluster.query(1, "SELECT id FROM app.t WHERE id = 10"))
+        .expect("read the new writer");
+    assert_eq!(old.len(), 1, "the write before the failover was replicated");
+    proxy.shutdown().await;
+}
