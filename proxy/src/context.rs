@@ -146,23 +146,10 @@ impl Context {
 
 /// The routing settings of `topology::route`, from the config.
 pub fn route_config(config: &Config) -> crate::topology::RouteConfig {
-    use crate::config::{PrimaryReads as P, ReadWriteSplit as S, ReadYourWrites as R};
-    use crate::topology::{PrimaryReads, ReadWriteSplit, ReadYourWrites};
     crate::topology::RouteConfig {
-        read_write_split: match config.read_write_split {
-            S::Off => ReadWriteSplit::Off,
-            S::On => ReadWriteSplit::On,
-        },
-        primary_reads: match config.primary_reads {
-            P::Never => PrimaryReads::Never,
-            P::Fallback => PrimaryReads::Fallback,
-            P::Always => PrimaryReads::Always,
-        },
-        read_your_writes: match config.read_your_writes {
-            R::Off => ReadYourWrites::Off,
-            R::Session => ReadYourWrites::Session,
-            R::Wait => ReadYourWrites::Wait,
-        },
+        read_write_split: config.read_write_split,
+        primary_reads: config.primary_reads,
+        read_your_writes: config.read_your_writes,
         gtid_wait_timeout: config.gtid_wait_timeout,
     }
 }

@@ -1,7 +1,6 @@
 //! The value types of the replica settings (issue 15): `read_write_split`, `primary_reads`,
-//! `read_your_writes`. They mirror `topology::route`'s enums, which `context` maps them onto;
-//! config keeps its own so that it depends on nothing above it (no import cycle through
-//! `conn`).
+//! `read_your_writes`. `topology::route` uses these same types (config depends on nothing
+//! above it, so they live here).
 
 use std::fmt;
 use std::str::FromStr;

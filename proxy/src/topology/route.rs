@@ -37,39 +37,9 @@ use super::gtid::GtidPosition;
 use super::roles::{NoWriter, Role, Topology, Verdict};
 use crate::classify::{ReadSafety, WriterOnly};
 
-/// `read_write_split`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ReadWriteSplit {
-    /// Everything goes to the writer. Default.
-    #[default]
-    Off,
-    On,
-}
-
-/// `primary_reads`: may the writer serve reads?
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PrimaryReads {
-    /// Only read-your-writes fallbacks; with no usable replica, reads wait for one.
-    Never,
-    /// When no replica is usable. Default.
-    #[default]
-    Fallback,
-    /// Always a candidate, like a replica with no lag.
-    Always,
-}
-
-/// `read_your_writes`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ReadYourWrites {
-    /// The session's own writes are not tracked (tokens still are).
-    Off,
-    /// Reads go to a replica that has the session's last write, otherwise to the writer.
-    /// Default.
-    #[default]
-    Session,
-    /// As `session`, but a replica that is close may first wait for the write.
-    Wait,
-}
+// The three setting values are the config's own types (config depends on nothing above
+// it; the router reads them as they are).
+pub use crate::config::{PrimaryReads, ReadWriteSplit, ReadYourWrites};
 
 /// The routing settings (from `Config`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
