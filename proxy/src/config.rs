@@ -113,6 +113,8 @@ pub struct Config {
     pub queue_timeout: Duration,
     /// How long a statement that would pin its session waits for a pinned place.
     pub pin_wait: Duration,
+    /// Statements of different sessions one backend may be sent at once (`pool::batches`).
+    pub pipeline_depth: u32,
     pub max_queue_wait: Option<Duration>,
     pub backend_down_wait: Duration,
     pub connect_timeout: Duration,
@@ -383,6 +385,7 @@ impl Config {
             max_client_connections: 0,
             queue_timeout: Duration::ZERO,
             pin_wait: Duration::ZERO,
+            pipeline_depth: 0,
             max_queue_wait: None,
             backend_down_wait: Duration::ZERO,
             connect_timeout: Duration::ZERO,

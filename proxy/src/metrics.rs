@@ -314,6 +314,9 @@ impl Collector for SluiceCollector {
             "Statements received from clients",
             s.statements.load(Relaxed),
         )?;
+        for (name, help, n) in s.pipeline.rows() {
+            counter(&mut e, name, help, n)?;
+        }
         counter(
             &mut e,
             "queue_timeouts",

@@ -63,7 +63,46 @@ pub struct ClientInfo {
     pub backend_thread: AtomicU32,
     /// Cancelled by `KILL CONNECTION` or an admin.
     pub kill: CancellationToken,
+    /// The running statement shares its backend with other sessions' (`pool::batches`):
+    /// a KILL QUERY interrupts it here (`interrupt`), never on the server.
+    pub pipelined: std::sync::atomic::AtomicBool,
+    pub interrupt: Interrupt,
 }
+
+/// Set by KILL QUERY for a pipelined statement: the client gets ER_QUERY_INTERRUPTED in
+/// place of the rest of its answer, as from a server that killed it, and the answer's
+/// remaining packets are read and dropped, so the backend stays in step for the sessions
+/// whose statements follow on it.
+pub struct Interrupt {
+    pub flag: std::sync::atomic::AtomicBool,
+    pub notify: tokio::sync::Notify,
+}
+
+impl Interrupt {
+    pub fn new() -> Interrupt {
+        Interrupt {
+            flag: std::sync::atomic::AtomicBool::new(false),
+            notify: tokio::sync::Notify::new(),
+        }
+    }
+    pub fn is_set(&self) -> bool {
+        self.flag.load(std::sync::atomic::Ordering::Acquire)
+    }
+    pub fn set(&self) {
+        self.flag.store(true, std::sync::atomic::Ordering::Release);
+        self.notify.notify_waiters();
+    }
+    pub fn clear(&self) {
+        self.flag.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl Default for Interrupt {
+    fn default() -> Self {
+        Interrupt::new()
+    }
+}
+
 
 impl ClientInfo {
     pub fn phase(&self) -> ClientPhase {
@@ -178,6 +217,8 @@ impl Registry {
             queries: AtomicU64::new(0),
             backend_thread: AtomicU32::new(0),
             kill: CancellationToken::new(),
+            pipelined: std::sync::atomic::AtomicBool::new(false),
+            interrupt: Interrupt::new(),
         });
         clients.insert(id, info.clone());
         Some(Registration {

@@ -202,6 +202,31 @@ pub struct Stats {
     /// Autocommit reads run again on another server because their replica failed before
     /// the client saw a byte.
     pub read_retries: AtomicU64,
+    pub pipeline: PipelineStats,
+}
+
+/// Pipelining's counters (`pool::batches`).
+#[derive(Default)]
+pub struct PipelineStats {
+    pub batches: AtomicU64,
+    pub statements: AtomicU64,
+    pub retries: AtomicU64,
+    pub interrupts: AtomicU64,
+    pub warnings_dropped: AtomicU64,
+}
+
+impl PipelineStats {
+    /// (name, help, value) of each counter, for SHOW STATS and /metrics.
+    pub fn rows(&self) -> [(&'static str, &'static str, u64); 5] {
+        let v = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        [
+            ("pipeline_batches", "Writes that carried the statements of several sessions to one backend", v(&self.batches)),
+            ("pipelined_statements", "Statements sent in such a write, leaders included", v(&self.statements)),
+            ("pipeline_retries", "Pipelined reads run again on their own: the batch's backend failed before their answer began", v(&self.retries)),
+            ("pipeline_interrupts", "Pipelined statements a KILL QUERY ended with 1317 in sluice instead of on the server", v(&self.interrupts)),
+            ("pipeline_warnings_dropped", "Pipelined reads whose warnings a later statement of the batch replaced on the backend", v(&self.warnings_dropped)),
+        ]
+    }
 }
 
 /// One `routed{server,route,why}` series: the server index, `"writer"` / `"replica"` /

@@ -391,6 +391,9 @@ pub fn stats(ctx: &Context, started: Instant) -> Table {
     counter("replays".into(), s.replays.load(Relaxed));
     counter("bytes_to_clients".into(), s.bytes_to_clients.load(Relaxed));
     counter("ryw_fallbacks".into(), s.ryw_fallbacks.load(Relaxed));
+    for (name, _, n) in s.pipeline.rows() {
+        counter(name.into(), n);
+    }
     // Where statements went, with several servers or the split on (server.route.why).
     for ((server, route, why), n) in s.routed_snapshot() {
         counter(format!("routed.{server}.{route}.{why}"), n);

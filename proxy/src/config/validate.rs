@@ -178,6 +178,12 @@ impl Config {
         if self.max_queue_wait == Some(Duration::ZERO) {
             e.push("max_queue_wait is 0, which would reject every queued statement; set a positive duration such as 50ms, or \"off\"".into());
         }
+        if !(1..=256).contains(&self.pipeline_depth) {
+            e.push(format!(
+                "pipeline_depth is {}; set it between 1 (off) and 256",
+                self.pipeline_depth
+            ));
+        }
         if self.max_client_connections == 0 {
             e.push("max_client_connections is 0; set it to at least 1".into());
         }

@@ -5,6 +5,7 @@
 //!
 //! The idle lists live under one sync mutex that is never held across an `.await`.
 
+pub mod batches;
 pub mod control;
 pub mod error;
 pub mod guard;
@@ -68,6 +69,7 @@ struct Shared {
     checking: AtomicU32,
     /// A health-check round is running (`maintain::check_idle`).
     health_round: AtomicBool,
+    batches: Arc<batches::Batches>,
     /// The latest greeting of the server, written by every new connection.
     server: Arc<ServerInfoCell>,
 }
@@ -143,6 +145,7 @@ impl Pool {
                 warming: AtomicU32::new(0),
                 checking: AtomicU32::new(0),
                 health_round: AtomicBool::new(false),
+                batches: Arc::default(),
                 server,
             }),
         };
@@ -170,6 +173,11 @@ impl Pool {
 
     pub fn slots(&self) -> &Arc<Slots> {
         &self.shared.slots
+    }
+
+    /// Open pipelined batches (`batches`).
+    pub fn batches(&self) -> &Arc<batches::Batches> {
+        &self.shared.batches
     }
 
     pub fn stats(&self) -> &Arc<Stats> {

@@ -46,6 +46,11 @@ pub struct Resets {
 }
 
 impl Resets {
+    /// A reset counted here is still running.
+    pub fn pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire) != 0
+    }
+
     /// Waits (at most `within`) until every reset counted here has finished.
     pub async fn settled(&self, within: Duration) {
         if self.pending.load(Ordering::Acquire) == 0 {

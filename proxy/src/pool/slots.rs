@@ -14,6 +14,9 @@ pub struct Slots {
     excess: AtomicU32,
     waiting: AtomicUsize,
     in_use: AtomicU32,
+    /// Statements that have queued for a slot, ever: pipelined batches take members only
+    /// while nobody has queued after their leader (`batches`).
+    arrivals: AtomicU64,
     /// Longest wait of a statement that got its slot, since the last `take_max_wait`.
     max_wait_us: AtomicU64,
     /// Moving average of how long a statement holds its slot (µs), for admission control.
@@ -81,6 +84,7 @@ impl Slots {
             excess: AtomicU32::new(0),
             waiting: AtomicUsize::new(0),
             in_use: AtomicU32::new(0),
+            arrivals: AtomicU64::new(0),
             max_wait_us: AtomicU64::new(0),
             service_us: AtomicU64::new(0),
             window_done: AtomicU64::new(0),
@@ -93,6 +97,7 @@ impl Slots {
     /// Waits in FIFO order for a slot, at most `timeout`. `Err(waited)` on timeout.
     pub async fn acquire(self: &Arc<Self>, timeout: Duration) -> Result<Slot, Duration> {
         let start = Instant::now();
+        self.arrivals.fetch_add(1, Ordering::Relaxed);
         let permit = match self.sem.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(_) => {
@@ -161,6 +166,10 @@ impl Slots {
     }
     pub fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
+    }
+    /// How many statements have queued for a slot so far (each `acquire` counts).
+    pub fn arrivals(&self) -> u64 {
+        self.arrivals.load(Ordering::Relaxed)
     }
     pub fn in_use(&self) -> u32 {
         self.in_use.load(Ordering::Relaxed)

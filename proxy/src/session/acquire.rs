@@ -324,7 +324,7 @@ impl Session {
     }
 
     /// The session's backend from now on; its reset, if it comes back dirty, is tracked.
-    fn take_backend(&mut self, mut b: pool::PooledBackend) {
+    pub(super) fn take_backend(&mut self, mut b: pool::PooledBackend) {
         b.report_resets_to(self.resets.clone());
         self.backend = Some(b);
     }

@@ -364,7 +364,10 @@ impl Session {
                 .await?;
             return Ok(Flow::Continue);
         }
-        if victim.id != self.reg.info.id {
+        if victim.id != self.reg.info.id && victim.pipelined.load(Ordering::SeqCst) {
+            // Other sessions' statements share its backend: sluice ends its answer itself.
+            victim.interrupt.set();
+        } else if victim.id != self.reg.info.id {
             if let Err(e) = kill_running_statement(&self.target, &self.key, &victim).await {
                 tracing::warn!(
                     client = self.reg.info.id,

@@ -91,3 +91,9 @@ mod tests {
         assert_eq!(backend_lost("h:1", true).code, 9004);
     }
 }
+
+/// A statement a KILL QUERY ended (sluice's own answer for a pipelined one, the text and
+/// code the server gives).
+pub fn interrupted() -> ErrPacket {
+    ErrPacket::from_code(codes::QUERY_INTERRUPTED, b"Query execution was interrupted")
+}

@@ -6,6 +6,7 @@ mod acquire;
 pub mod commands;
 pub mod errors;
 pub mod identity;
+mod pipeline;
 pub mod prepared;
 // Lives at the crate root (shared with `context` and the admin console); re-exported here.
 pub use crate::registry;
@@ -32,7 +33,7 @@ use crate::protocol::{flags, Capabilities, ErrPacket, OkPacket, ResponseKind};
 use crate::stats::{ClientCloseReason, Stats};
 pub use acquire::pool_error_packet;
 use registry::{ClientPhase, Registration};
-use relay::{relay, RelayError, RelayOptions};
+use relay::{relay, relay_response, RelayError, RelayOptions};
 use state::{Rules, SessionState};
 
 /// What the loop does after a command.
@@ -307,6 +308,12 @@ impl Session {
             self.reply_err(1, &err).await?;
             return Ok(Flow::Continue);
         }
+        // A stateless read may share one write to the backend with other sessions' reads.
+        if let Some(r) = rules.as_ref().filter(|r| self.pipelinable(kind, class, r)) {
+            if let pipeline::Piped::Done(step) = self.pipelined(packet, r).await {
+                return step;
+            }
+        }
         let mut flow = Flow::Continue;
         loop {
             if let Some(p) = &pending {
@@ -327,7 +334,7 @@ impl Session {
                 self.present_identity(r.presents).await;
             }
             self.retry_read = retries > 0 && self.on_replica;
-            let relayed = self.relay_on_backend(packet, kind, None).await;
+            let relayed = self.relay_on_backend(Some(packet), kind, None).await;
             self.retry_read = false;
             if std::mem::take(&mut self.read_retry_now) {
                 retries -= 1;
@@ -349,18 +356,21 @@ impl Session {
         Ok(flow)
     }
 
-    /// Relays `packet` on the session's backend (which `acquire` provided). `Ok(None)`: the
-    /// backend was lost, the client was told, and the session goes on.
+    /// Relays `packet` on the session's backend (which `acquire` provided); `None`: it was
+    /// sent already, in a pipelined batch, and a KILL QUERY may interrupt its answer here.
+    /// `Ok(None)`: the backend was lost, the client was told, and the session goes on.
     async fn relay_on_backend(
         &mut self,
-        packet: &[u8],
+        packet: Option<&[u8]>,
         kind: ResponseKind,
         rewrite_stmt_id: Option<u32>,
     ) -> Result<Option<crate::protocol::ResponseSummary>, ClientCloseReason> {
+        let info = Arc::clone(&self.reg.info);
         let opts = RelayOptions {
             strip_session_track: !self.caps.contains(Capabilities::CLIENT_SESSION_TRACK),
             client_write_timeout: self.config.client_write_timeout,
             rewrite_stmt_id,
+            interrupt: packet.is_none().then_some(&info.interrupt),
         };
         let Some(backend) = self.backend.as_mut() else {
             return Ok(None);
@@ -378,7 +388,12 @@ impl Session {
         // Biased, as in `run`: the relay first, the hard stop whenever it waits.
         let result = tokio::select! {
             biased;
-            r = relay(&mut self.client, backend, packet, kind, &opts) => r,
+            r = async {
+                match packet {
+                    Some(p) => relay(&mut self.client, backend, p, kind, &opts).await,
+                    None => relay_response(&mut self.client, backend, kind, &opts).await,
+                }
+            } => r,
             _ = self.hard_stop.as_mut() => return Err(ClientCloseReason::Shutdown),
         };
         let took = started.elapsed();
@@ -412,6 +427,13 @@ impl Session {
             }
             Err(RelayError::Backend { error, next_seq }) => {
                 self.backend_lost(error, next_seq).await?;
+                Ok(None)
+            }
+            // The client has its answer (1317): only the backend is gone.
+            Err(RelayError::Interrupted(error)) => {
+                tracing::warn!(client = self.reg.info.id, backend = %self.target.addr, "backend lost while an interrupted answer was read: {error}");
+                self.backend = None;
+                self.release_if_possible();
                 Ok(None)
             }
         }

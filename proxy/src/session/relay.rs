@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 use crate::conn::stream::FLUSH_THRESHOLD;
+use crate::registry::Interrupt;
 use crate::conn::{BackendConn, Error, PacketStream};
 use crate::protocol::{
     ok::strip_session_track, Feed, ResponseKind, ResponseSummary, ResponseTracker,
@@ -19,30 +20,47 @@ pub enum RelayError {
     Client(Error),
     /// The backend failed. `next_seq` is the sequence id an ERR to the client must carry.
     Backend { error: Error, next_seq: u8 },
+    /// The client got its interrupted statement's 1317; the backend then failed while the
+    /// rest of the answer was read.
+    Interrupted(Error),
 }
 
-pub struct RelayOptions {
+pub struct RelayOptions<'a> {
     /// Rewrite OK packets for a client that did not negotiate CLIENT_SESSION_TRACK.
     pub strip_session_track: bool,
     pub client_write_timeout: Duration,
     /// For COM_STMT_PREPARE: the statement id the client sees instead of the backend's.
     pub rewrite_stmt_id: Option<u32>,
+    /// A pipelined statement (`session::pipeline`) that a KILL QUERY may interrupt here
+    /// instead of on the server, where the backend may be running another session's.
+    pub interrupt: Option<&'a Interrupt>,
 }
+
 
 pub async fn relay(
     client: &mut PacketStream,
     backend: &mut BackendConn,
     command: &[u8],
     kind: ResponseKind,
-    opts: &RelayOptions,
+    opts: &RelayOptions<'_>,
 ) -> Result<ResponseSummary, RelayError> {
-    let backend_err = |error, next_seq| RelayError::Backend { error, next_seq };
     backend.stream.queue_raw(command);
     backend
         .stream
         .flush(None)
         .await
-        .map_err(|e| backend_err(e, 1))?;
+        .map_err(|error| RelayError::Backend { error, next_seq: 1 })?;
+    relay_response(client, backend, kind, opts).await
+}
+
+/// Relays the answer to a command already sent (by `relay`, or in a pipelined batch).
+pub async fn relay_response(
+    client: &mut PacketStream,
+    backend: &mut BackendConn,
+    kind: ResponseKind,
+    opts: &RelayOptions<'_>,
+) -> Result<ResponseSummary, RelayError> {
+    let backend_err = |error, next_seq| RelayError::Backend { error, next_seq };
     let mut tracker = ResponseTracker::new(kind, backend.caps);
     if kind == ResponseKind::None {
         return Ok(tracker.into_summary());
@@ -50,6 +68,20 @@ pub async fn relay(
     let mut next_seq = 1u8;
     let mut scratch = BytesMut::new();
     loop {
+        if opts.interrupt.is_some_and(Interrupt::is_set) {
+            // The client has its 1317 now; the server's answer may take much longer.
+            interrupted(client, next_seq);
+            client
+                .flush(Some(opts.client_write_timeout))
+                .await
+                .map_err(RelayError::Client)?;
+            return drain(backend, tracker, next_seq)
+                .await
+                .map_err(|e| match e {
+                    RelayError::Backend { error, .. } => RelayError::Interrupted(error),
+                    other => other,
+                });
+        }
         let span = match backend.stream.buffered_packet() {
             Ok(Some(span)) => span,
             Ok(None) => {
@@ -58,7 +90,23 @@ pub async fn relay(
                     .flush(Some(opts.client_write_timeout))
                     .await
                     .map_err(RelayError::Client)?;
-                match backend.stream.fill().await {
+                let filled = match opts.interrupt {
+                    None => backend.stream.fill().await,
+                    Some(i) => {
+                        let woken = i.notify.notified();
+                        tokio::pin!(woken);
+                        woken.as_mut().enable();
+                        if i.is_set() {
+                            continue;
+                        }
+                        tokio::select! {
+                            biased;
+                            r = backend.stream.fill() => r,
+                            _ = woken => continue,
+                        }
+                    }
+                };
+                match filled {
                     Ok(true) => continue,
                     Ok(false) => return Err(backend_err(Error::Closed, next_seq)),
                     Err(e) => return Err(backend_err(e, next_seq)),
@@ -111,6 +159,59 @@ pub async fn relay(
             }
         }
     }
+}
+
+/// The client's answer ends with ER_QUERY_INTERRUPTED, as a killed statement's does.
+fn interrupted(client: &mut PacketStream, seq: u8) {
+    let err = super::errors::interrupted();
+    let mut out = BytesMut::new();
+    err.encode(&mut out);
+    client.queue_packet(seq, &out);
+}
+
+/// Reads the rest of an answer the client no longer gets, so that the backend is at the
+/// next command's answer. `next_seq` is that of the first packet not yet read.
+pub async fn drain(
+    backend: &mut BackendConn,
+    mut tracker: ResponseTracker,
+    mut next_seq: u8,
+) -> Result<ResponseSummary, RelayError> {
+    let backend_err = |error, next_seq| RelayError::Backend { error, next_seq };
+    loop {
+        let span = match backend.stream.buffered_packet() {
+            Ok(Some(span)) => span,
+            Ok(None) => match backend.stream.fill().await {
+                Ok(true) => continue,
+                Ok(false) => return Err(backend_err(Error::Closed, next_seq)),
+                Err(e) => return Err(backend_err(e, next_seq)),
+            },
+            Err(e) => return Err(backend_err(e, next_seq)),
+        };
+        let feed = tracker
+            .feed(&backend.stream.payload(&span))
+            .map_err(|e| backend_err(e.into(), next_seq))?;
+        next_seq = span.last_seq.wrapping_add(1);
+        backend.stream.consume(&span);
+        match feed {
+            Feed::Done | Feed::DoneOk => return Ok(tracker.into_summary()),
+            // The client sends no file for an answer it does not see: the server gets the
+            // empty packet that ends one.
+            Feed::LocalInfile => {
+                backend.stream.queue_raw(&[0, 0, 0, next_seq]);
+                backend
+                    .stream
+                    .flush(None)
+                    .await
+                    .map_err(|e| backend_err(e, next_seq))?;
+            }
+            Feed::Continue | Feed::ContinueOk => {}
+        }
+    }
+}
+
+/// A fresh tracker for the answer to a command of `kind`, on `backend`.
+pub fn tracker_for(backend: &BackendConn, kind: ResponseKind) -> ResponseTracker {
+    ResponseTracker::new(kind, backend.caps)
 }
 
 /// LOAD DATA LOCAL INFILE: the client streams the file as packets ending with an empty one.

@@ -184,6 +184,15 @@ impl Rules {
                 .any(|c| matches!(c, LockChange::TakeNamed(_)))
     }
 
+    /// Nothing to present, pin, lock or close: a statement other sessions' may follow on
+    /// the same backend (`session::pipeline`).
+    pub fn is_stateless(&self) -> bool {
+        self.presents == Presents::default()
+            && self.pins == 0
+            && self.locks.is_empty()
+            && !self.disconnects
+    }
+
     /// How the statement ended, given whether its answer was an error.
     pub fn ran(&self, failed: bool) -> Ran {
         match (failed, self.multi_statement) {

@@ -22,6 +22,7 @@ mod instances;
 mod isolation;
 mod locks;
 mod pinning;
+mod pipeline;
 mod privileged;
 mod reliability;
 mod set_option;

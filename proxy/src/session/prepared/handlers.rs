@@ -32,7 +32,7 @@ impl Session {
         }
         let client_id = self.stmts.next_id();
         let Some(summary) = self
-            .relay_on_backend(packet, ResponseKind::Prepare, Some(client_id))
+            .relay_on_backend(Some(packet), ResponseKind::Prepare, Some(client_id))
             .await?
         else {
             self.release_if_possible();
@@ -148,7 +148,7 @@ impl Session {
             _ => cmd.for_backend(payload, backend_id, &stmt, None).0,
         };
         let mut flow = Flow::Continue;
-        if let Some(summary) = self.relay_on_backend(&packet, kind, None).await? {
+        if let Some(summary) = self.relay_on_backend(Some(&packet), kind, None).await? {
             // An execution does what its statement does: locks and pins as for a query
             // (before, a prepared GET_LOCK() left its lock unseen).
             let rules = cmd.runs().then_some(&stmt.rules);

@@ -1,0 +1,231 @@
+//! Pipelined batches (`pipeline_depth`): stateless autocommit reads of several sessions,
+//! sent to one backend connection in one write and answered in order.
+//!
+//! A MySQL server reads a connection's commands one after another and answers each in
+//! turn, so several statements can be written at once and their answers read back in the
+//! same order. That saves, per statement after the first, one send to the server (sluice's
+//! most expensive system call on a loopback or a LAN) and the server's own wake-up.
+//!
+//! How a batch forms: the first session whose statement may be pipelined opens a batch
+//! ([`Batches::open`]) and queues for an execution slot like any statement. Sessions whose
+//! next statement may be pipelined too, with the same pool key and the same movable state,
+//! join it ([`Batches::join`]) while it has room and while nobody else has queued for a
+//! slot since its leader did: a member takes its leader's place in the FIFO queue, so it
+//! never overtakes a statement that queued before it. Once the leader has its slot and its
+//! backend it closes the batch and writes every member's statement after its own.
+//!
+//! How the answers come back: the backend, its slot and the members still to answer form a
+//! [`Chain`] that is handed from session to session ([`Baton`]). Each session relays its own
+//! answer to its own client, with its own write timeout, then hands the chain on; the last
+//! one gives backend and slot back as after any statement.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use super::{PooledBackend, Slot};
+use crate::conn::backend::{MovableState, PoolKey};
+use crate::protocol::ErrPacket;
+
+/// A statement that joined a batch: its command packet, and where its turn arrives.
+pub struct Member {
+    pub packet: Bytes,
+    pub tx: oneshot::Sender<Baton>,
+}
+
+/// What a member receives when its turn comes.
+pub enum Baton {
+    /// The backend is at this member's answer.
+    Run(Chain),
+    /// The batch's backend failed before this member's answer began. Its statement is a
+    /// read, so it runs again on its own; the client has seen nothing of it.
+    Retry,
+    /// The leader got no slot or no backend: the error its own client got too.
+    Fail(ErrPacket),
+}
+
+/// The backend of a batch on its way through the batch's sessions.
+pub struct Chain {
+    pub backend: PooledBackend,
+    pub slot: Slot,
+    /// The members whose answers come after the current one, in order.
+    pub rest: std::vec::IntoIter<Member>,
+    /// A statement of the batch changed session state nothing predicted: the backend is
+    /// closed once the batch is over, never pooled.
+    pub dirty: bool,
+}
+
+/// A pool's open batches (those whose leader has not written them yet).
+#[derive(Default)]
+pub struct Batches {
+    open: Mutex<Vec<Open>>,
+    next_id: AtomicU64,
+}
+
+struct Open {
+    id: u64,
+    key: PoolKey,
+    state: MovableState,
+    /// The slot queue's arrival count once the leader queued: joining is allowed while it
+    /// has not grown past this (`Slots::arrivals`).
+    ticket: u64,
+    /// How many more members fit.
+    room: usize,
+    members: Vec<Member>,
+}
+
+impl Batches {
+    /// Opens a batch led by a statement that is about to queue for a slot as arrival
+    /// `ticket`, with room for `room` members.
+    pub fn open(
+        self: &Arc<Self>,
+        key: &PoolKey,
+        state: &MovableState,
+        ticket: u64,
+        room: usize,
+    ) -> OpenBatch {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut open) = self.open.lock() {
+            open.push(Open {
+                id,
+                key: key.clone(),
+                state: state.clone(),
+                ticket,
+                room,
+                members: Vec::new(),
+            });
+        }
+        OpenBatch {
+            batches: Arc::clone(self),
+            id,
+        }
+    }
+
+    /// Joins an open batch of the same key and state, if one has room and nobody queued
+    /// for a slot since its leader (`arrivals` is the slot queue's count now).
+    pub fn join(
+        &self,
+        key: &PoolKey,
+        state: &MovableState,
+        arrivals: u64,
+        packet: &[u8],
+    ) -> Option<oneshot::Receiver<Baton>> {
+        let mut open = self.open.lock().ok()?;
+        let batch = open.iter_mut().find(|b| {
+            b.room > 0 && arrivals <= b.ticket && b.key == *key && b.state == *state
+        })?;
+        let (tx, rx) = oneshot::channel();
+        batch.members.push(Member {
+            packet: Bytes::copy_from_slice(packet),
+            tx,
+        });
+        batch.room -= 1;
+        Some(rx)
+    }
+
+    fn take(&self, id: u64) -> Vec<Member> {
+        let Ok(mut open) = self.open.lock() else {
+            return Vec::new();
+        };
+        match open.iter().position(|b| b.id == id) {
+            Some(i) => open.swap_remove(i).members,
+            None => Vec::new(),
+        }
+    }
+}
+
+/// A batch its leader has opened and not yet written. Dropped unclosed (the leader's
+/// session ended first), its members run their statements on their own.
+pub struct OpenBatch {
+    batches: Arc<Batches>,
+    id: u64,
+}
+
+impl OpenBatch {
+    /// No more members: the ones that joined, in the order they did.
+    pub fn close(self) -> Vec<Member> {
+        let members = self.batches.take(self.id);
+        std::mem::forget(self);
+        members
+    }
+
+    /// The leader's statement failed before it ran: every member gets the same error.
+    pub fn fail(self, err: &ErrPacket) {
+        for m in self.close() {
+            let _ = m.tx.send(Baton::Fail(err.clone()));
+        }
+    }
+}
+
+impl Drop for OpenBatch {
+    fn drop(&mut self) {
+        // Dropping the senders tells each member to run on its own (`Baton::Retry`).
+        drop(self.batches.take(self.id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(user: &str) -> PoolKey {
+        PoolKey {
+            user: Arc::from(user),
+            caps: 0,
+            collation: 45,
+        }
+    }
+
+    #[test]
+    fn members_join_in_order_while_there_is_room_and_nobody_queued_after_the_leader() {
+        let batches = Arc::new(Batches::default());
+        let state = MovableState::default();
+        let open = batches.open(&key("app"), &state, 7, 2);
+        assert!(batches.join(&key("app"), &state, 7, b"a").is_some());
+        // Someone else queued for a slot after the leader: joining now would overtake them.
+        assert!(batches.join(&key("app"), &state, 8, b"x").is_none());
+        // Another key or another state never shares a backend.
+        assert!(batches.join(&key("other"), &state, 7, b"x").is_none());
+        let other_state = MovableState {
+            schema: Some(b"db2".to_vec()),
+            ..MovableState::default()
+        };
+        assert!(batches.join(&key("app"), &other_state, 7, b"x").is_none());
+        assert!(batches.join(&key("app"), &state, 6, b"b").is_some());
+        // Full.
+        assert!(batches.join(&key("app"), &state, 7, b"c").is_none());
+        let members: Vec<Bytes> = open.close().into_iter().map(|m| m.packet).collect();
+        assert_eq!(members, vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+        // Closed: nobody joins any more.
+        assert!(batches.join(&key("app"), &state, 7, b"d").is_none());
+    }
+
+    #[test]
+    fn a_batch_dropped_unwritten_sends_its_members_off_on_their_own() {
+        let batches = Arc::new(Batches::default());
+        let state = MovableState::default();
+        let open = batches.open(&key("app"), &state, 1, 4);
+        let mut rx = batches.join(&key("app"), &state, 1, b"a").unwrap();
+        drop(open);
+        assert!(matches!(
+            rx.try_recv(),
+            Err(oneshot::error::TryRecvError::Closed)
+        ));
+    }
+
+    #[test]
+    fn a_failed_leader_gives_its_members_its_error() {
+        let batches = Arc::new(Batches::default());
+        let state = MovableState::default();
+        let open = batches.open(&key("app"), &state, 1, 4);
+        let mut rx = batches.join(&key("app"), &state, 1, b"a").unwrap();
+        let err = ErrPacket::from_code(crate::protocol::codes::QUEUE_TIMEOUT, b"no slot");
+        open.fail(&err);
+        match rx.try_recv() {
+            Ok(Baton::Fail(e)) => assert_eq!(e, err),
+            _ => panic!("expected the leader's error"),
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! Pipelining (`pipeline_depth`): stateless reads of several sessions written to one
+//! backend at once. Each test holds the only execution slot (P=1) with a statement that is
+//! never pipelined, so that the reads queued behind it form one batch whose make-up the
+//! test knows, then checks what each client got.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::*;
+use mysql_async::Conn;
+use sluice::ProxyHandle;
+
+use crate::harness::*;
+
+/// A read that takes a while on the server and is pipelined (a join of two sequences:
+/// builtins only, no SLEEP()), and its answer.
+const SLOW_READ: &str = "SELECT SUM(a.seq * b.seq) FROM seq_1_to_2500 a, seq_1_to_2500 b";
+const SLOW_SUM: i64 = 3_126_250 * 3_126_250;
+
+async fn proxy(pool_size: u32) -> ProxyHandle {
+    let mut cfg = config(pool_size);
+    cfg.pipeline_depth = 8;
+    start(cfg).await
+}
+
+fn batches(proxy: &ProxyHandle) -> u64 {
+    proxy.context().stats.pipeline.batches.load(Relaxed)
+}
+
+/// Holds the only slot for `secs` with a statement that is never pipelined.
+fn hold_slot(mut c: Conn, secs: f64) -> tokio::task::JoinHandle<Conn> {
+    tokio::spawn(async move {
+        c.query_drop(format!("DO SLEEP({secs})")).await.unwrap();
+        c
+    })
+}
+
+async fn id_of(c: &mut Conn) -> u64 {
+    c.query_first("SELECT CONNECTION_ID()").await.unwrap().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_client_gets_its_own_answer_from_a_shared_backend() {
+    fresh_db("t_pipe_answers").await;
+    let proxy = proxy(2).await;
+    let mut setup = connect(&proxy, Some("t_pipe_answers")).await;
+    setup
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(3000))")
+        .await
+        .unwrap();
+    setup
+        .query_drop("INSERT INTO t SELECT seq, REPEAT(CHAR(65 + seq % 26), seq % 3000) FROM seq_1_to_300")
+        .await
+        .unwrap();
+    // One client in another time zone: its reads must never batch with the others'.
+    let mut zoned = connect(&proxy, Some("t_pipe_answers")).await;
+    zoned.query_drop("SET time_zone = '+05:00'").await.unwrap();
+    let zoned_task = tokio::spawn(async move {
+        for _ in 0..300 {
+            let tz: String = zoned.query_first("SELECT @@time_zone").await.unwrap().unwrap();
+            assert_eq!(tz, "+05:00");
+        }
+        zoned
+    });
+    let mut tasks = Vec::new();
+    for client in 0..24u32 {
+        let mut c = connect(&proxy, Some("t_pipe_answers")).await;
+        tasks.push(tokio::spawn(async move {
+            for i in 0..150u32 {
+                let id = (client * 37 + i) % 300 + 1;
+                match i % 4 {
+                    // A row of varying size, the client's own marker beside it.
+                    0 | 1 => {
+                        let row: (u32, u32, String) = c
+                            .query_first(format!("SELECT {client}, id, v FROM t WHERE id = {id}"))
+                            .await
+                            .unwrap()
+                            .unwrap();
+                        assert_eq!((row.0, row.1, row.2.len() as u32), (client, id, id % 3000));
+                    }
+                    // Several rows.
+                    2 => {
+                        let rows: Vec<(u32, u32)> = c
+                            .query(format!("SELECT {client}, id FROM t WHERE id <= {}", i % 7 + 1))
+                            .await
+                            .unwrap();
+                        assert_eq!(rows.len() as u32, i % 7 + 1);
+                        assert!(rows.iter().all(|r| r.0 == client));
+                    }
+                    // An error in the middle of a batch answers only its own client.
+                    _ => {
+                        let err = c
+                            .query_drop(format!("SELECT {client} FROM no_such_table_{client}"))
+                            .await
+                            .unwrap_err();
+                        assert_eq!(code_of(&err), Some(1146), "{err}");
+                        assert!(err.to_string().contains(&format!("no_such_table_{client}")));
+                    }
+                }
+            }
+            c
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().disconnect().await.unwrap();
+    }
+    zoned_task.await.unwrap().disconnect().await.unwrap();
+    let s = &proxy.context().stats.pipeline;
+    eprintln!(
+        "24 clients x 150 reads at P=2: {} batches carrying {} statements, {} retries",
+        s.batches.load(Relaxed),
+        s.statements.load(Relaxed),
+        s.retries.load(Relaxed)
+    );
+    assert!(batches(&proxy) > 0, "the reads were pipelined");
+    setup.disconnect().await.unwrap();
+    assert_drained(&proxy, Duration::from_secs(5)).await;
+    proxy.shutdown().await;
+}
+
+/// A statement queued for the slot between a batch's leader and a later read keeps its
+/// place: the read does not join the batch, and sees the write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_never_overtakes_a_statement_queued_before_it() {
+    fresh_db("t_pipe_fifo").await;
+    let proxy = proxy(1).await;
+    let mut setup = connect(&proxy, Some("t_pipe_fifo")).await;
+    setup.query_drop("CREATE TABLE t (id INT)").await.unwrap();
+    let holder = hold_slot(connect(&proxy, Some("t_pipe_fifo")).await, 0.6);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let mut leader = connect(&proxy, Some("t_pipe_fifo")).await;
+    let leader_task = tokio::spawn(async move {
+        let n: i64 = leader.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
+        (leader, n)
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut writer = connect(&proxy, Some("t_pipe_fifo")).await;
+    let writer_task = tokio::spawn(async move {
+        writer.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+        writer
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut reader = connect(&proxy, Some("t_pipe_fifo")).await;
+    let n: i64 = reader.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
+    assert_eq!(n, 1, "the read queued after the INSERT saw it");
+    let (leader, before) = leader_task.await.unwrap();
+    assert_eq!(before, 0, "the read queued before the INSERT ran before it");
+    for c in [holder.await.unwrap(), writer_task.await.unwrap(), leader, reader, setup] {
+        c.disconnect().await.unwrap();
+    }
+    proxy.shutdown().await;
+}
+
+/// KILL QUERY of a read pipelined between two others: its client gets 1317, the others
+/// their full answers, and the server kills nothing (another session's statement may be
+/// running on that backend). The killed session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_query_of_a_pipelined_read_interrupts_it_and_nothing_else() {
+    fresh_db("t_pipe_kill").await;
+    let db = Some("t_pipe_kill");
+    let proxy = proxy(1).await;
+    let holder = hold_slot(connect(&proxy, db).await, 0.8);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let before = batches(&proxy);
+    let mut first = connect(&proxy, db).await;
+    let mut victim = connect(&proxy, db).await;
+    let mut last = connect(&proxy, db).await;
+    let victim_id = id_of(&mut victim).await;
+    let first_task = tokio::spawn(async move {
+        let at = Instant::now();
+        let r: Result<Option<i64>, _> = first.query_first(SLOW_READ).await;
+        eprintln!("the first read took {:?}", at.elapsed());
+        (first, r)
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let victim_task = tokio::spawn(async move {
+        let at = Instant::now();
+        let r: Result<Option<i64>, _> = victim.query_first(SLOW_READ).await;
+        eprintln!("the victim's read returned after {:?}", at.elapsed());
+        (victim, r)
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let last_task = tokio::spawn(async move {
+        let r: Result<Option<i64>, _> = last.query_first("SELECT 42").await;
+        (last, r)
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut killer = connect(&proxy, db).await;
+    killer
+        .query_drop(format!("KILL QUERY {victim_id}"))
+        .await
+        .unwrap();
+    let within = Duration::from_secs(30);
+    let (first, r1) = tokio::time::timeout(within, first_task).await.unwrap().unwrap();
+    let (mut victim, rv) = tokio::time::timeout(within, victim_task).await.unwrap().unwrap();
+    let (last, r3) = tokio::time::timeout(within, last_task).await.unwrap().unwrap();
+    assert_eq!(r1.unwrap(), Some(SLOW_SUM), "the read before the victim is whole");
+    let err = rv.expect_err("the killed read fails");
+    assert_eq!(code_of(&err), Some(1317), "{err}");
+    assert_eq!(state_of(&err).as_deref(), Some("70100"));
+    assert_eq!(r3.unwrap(), Some(42), "the read after the victim is whole");
+    assert!(batches(&proxy) > before, "the three reads formed a batch");
+    assert!(proxy.context().stats.pipeline.interrupts.load(Relaxed) >= 1);
+    // The killed session goes on, and so does its backend.
+    let again: i64 = victim.query_first("SELECT 7").await.unwrap().unwrap();
+    assert_eq!(again, 7);
+    for c in [holder.await.unwrap(), first, victim, last, killer] {
+        c.disconnect().await.unwrap();
+    }
+    assert_drained(&proxy, Duration::from_secs(5)).await;
+    proxy.shutdown().await;
+}
+
+/// A batch member whose client vanished while it waited: the reads before and after it
+/// still get their answers (the one after runs on its own if the backend had to go).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_client_vanished_harms_no_other() {
+    let proxy = proxy(1).await;
+    let holder = hold_slot(connect(&proxy, None).await, 0.6);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let mut first = connect(&proxy, None).await;
+    let mut gone = connect(&proxy, None).await;
+    let mut last = connect(&proxy, None).await;
+    let first_task = tokio::spawn(async move {
+        let r: Option<i64> = first.query_first("SELECT 1").await.unwrap();
+        (first, r)
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let gone_task = tokio::spawn(async move {
+        let _: Result<Option<String>, _> = gone
+            .query_first("SELECT REPEAT('x', 2000000)")
+            .await;
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let last_task = tokio::spawn(async move {
+        let r: Option<i64> = last.query_first("SELECT 3").await.unwrap();
+        (last, r)
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Drops the connection mid-wait: its socket closes under the waiting member.
+    gone_task.abort();
+    let (first, r1) = first_task.await.unwrap();
+    let (last, r3) = last_task.await.unwrap();
+    assert_eq!((r1, r3), (Some(1), Some(3)));
+    for c in [holder.await.unwrap(), first, last] {
+        c.disconnect().await.unwrap();
+    }
+    assert_drained(&proxy, Duration::from_secs(5)).await;
+    assert_still_serves(&proxy).await;
+    proxy.shutdown().await;
+}
+
+/// Many clients of pipelined reads never hold up a login or a statement that is not
+/// pipelined, and nothing is answered twice or lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_load_keeps_every_client_served() {
+    let proxy = proxy(2).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for client in 0..64u64 {
+        let mut c = connect(&proxy, None).await;
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Relaxed) {
+                let v: u64 = c
+                    .query_first(format!("SELECT {client} * 1000000 + {n}"))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(v, client * 1_000_000 + n);
+                n += 1;
+            }
+            c.disconnect().await.unwrap();
+            n
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let at = Instant::now();
+    let mut late = connect(&proxy, None).await;
+    late.query_drop("DO 1").await.unwrap();
+    let login_and_do = at.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Relaxed);
+    let mut counts = Vec::new();
+    for t in tasks {
+        counts.push(t.await.unwrap());
+    }
+    eprintln!(
+        "64 clients at P=2: {} reads, fewest per client {}, {} batches; a login + DO 1 meanwhile took {login_and_do:?}",
+        counts.iter().sum::<u64>(),
+        counts.iter().min().unwrap(),
+        batches(&proxy)
+    );
+    assert!(counts.iter().all(|&n| n > 0), "every client was served");
+    assert!(login_and_do < Duration::from_secs(5));
+    late.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
