@@ -94,7 +94,7 @@ impl Session {
         let members = batch.close();
         if members.is_empty() {
             self.reg.info.pipelined.store(false, Ordering::SeqCst);
-            return Piped::Alone;
+            return Piped::Done(self.run_alone(packet, rules).await);
         }
         let stats = &self.ctx.stats.pipeline;
         Stats::incr(&stats.batches);
@@ -118,6 +118,20 @@ impl Session {
             return Piped::Alone;
         }
         self.answer(rules, members.into_iter(), false).await
+    }
+
+    /// A leader nobody joined runs its statement on the slot and backend it holds, as
+    /// `Session::statement` would have.
+    async fn run_alone(&mut self, packet: &[u8], rules: &Rules) -> Step {
+        let relayed = self
+            .relay_on_backend(Some(packet), ResponseKind::Query, None)
+            .await?;
+        let flow = match relayed {
+            Some(summary) => self.after_statement(&summary, Some(rules)).await,
+            None => Flow::Continue,
+        };
+        self.release_if_possible();
+        Ok(flow)
     }
 
     /// Waits for this member's turn, then relays its answer.
