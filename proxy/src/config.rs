@@ -115,6 +115,8 @@ pub struct Config {
     pub pin_wait: Duration,
     /// Statements of different sessions one backend may be sent at once (`pool::batches`).
     pub pipeline_depth: u32,
+    /// How long batching may hold back a read that would find a free slot.
+    pub pipeline_max_delay: Duration,
     pub max_queue_wait: Option<Duration>,
     pub backend_down_wait: Duration,
     pub connect_timeout: Duration,
@@ -386,6 +388,7 @@ impl Config {
             queue_timeout: Duration::ZERO,
             pin_wait: Duration::ZERO,
             pipeline_depth: 0,
+            pipeline_max_delay: Duration::ZERO,
             max_queue_wait: None,
             backend_down_wait: Duration::ZERO,
             connect_timeout: Duration::ZERO,

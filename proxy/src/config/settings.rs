@@ -147,6 +147,8 @@ settings! {
         "Latency-target admission: a statement whose expected queue wait (queued statements x mean slot time / pool size) exceeds this is refused at once with the retryable error 9002 (HY000) instead of queueing, and one admitted on a wrong estimate is refused once it has waited this long. The expected wait may reach 40% of this for a session just served, growing with the time since the session last got a slot to 80% after 10 x max_queue_wait: under sustained overload the clients that waited longest get the next places, and the margin absorbs the estimate's error. Sessions in a transaction are never refused. Unset: off.";
     pipeline_depth, "SLUICE_PIPELINE_DEPTH", "--pipeline-depth", "8", "statements", true,
         "Pipelining: up to this many autocommit reads of different sessions that the classifier proves stateless (replica-safe, no CONNECTION_ID() or LAST_INSERT_ID() to present, nothing that pins) and that share the backend account and session state are written to one backend connection at once and answered in order. Each client still gets its own answer, relayed with its own write timeout; a member only joins a batch while nobody else has queued for a slot since its leader did, so FIFO order holds. A KILL QUERY of a pipelined statement ends its answer with 1317 (Query execution was interrupted) without touching the server, where another session's statement may be running. Saves one send to the server and one server wake-up per statement; a read that raised warnings and was not the batch's last loses them (SHOW WARNINGS then finds none, as when every pinned place is taken). One server only (with `servers` or the split on, statements run one at a time). 1: off.";
+    pipeline_max_delay, "SLUICE_PIPELINE_MAX_DELAY", "--pipeline-max-delay", "1ms", "duration", true,
+        "A read that would find an execution slot free runs at once on a backend of its own, beside the others; it joins a batch instead only while pipeline_depth x the pool's mean statement time stays below this, so that pipelining never holds a statement back by much more than this to save its send. Reads that would queue for a slot join whatever this says. 0: pipeline only reads that would queue.";
     pin_wait, "SLUICE_PIN_WAIT", "--pin-wait", "2s", "duration", true,
         "A statement that would pin its session to a backend (CREATE TEMPORARY TABLE, SET @var, GET_LOCK, PREPARE, LOCK TABLES, ...) while max_backend_connections - pool_size sessions are pinned already waits this long for one of them to end, then gets error 9005 (HY000) naming the cap and the pinned sessions by reason. The statement does not run, so nothing is lost; the session stays usable and unpinned. 0: refuse at once.";
     backend_down_wait, "SLUICE_BACKEND_DOWN_WAIT", "--backend-down-wait", "10s", "duration", true,
@@ -260,6 +262,7 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
             }
         }
         "pipeline_depth" => cfg.pipeline_depth = parse_u32(raw)?,
+        "pipeline_max_delay" => cfg.pipeline_max_delay = parse_duration(raw)?,
         "pin_wait" => cfg.pin_wait = parse_duration(raw)?,
         "backend_down_wait" => cfg.backend_down_wait = parse_duration(raw)?,
         "connect_timeout" => cfg.connect_timeout = parse_duration(raw)?,
@@ -343,6 +346,7 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "queue_timeout" => d(cfg.queue_timeout),
         "max_queue_wait" => cfg.max_queue_wait.and_then(d),
         "pipeline_depth" => n(cfg.pipeline_depth),
+        "pipeline_max_delay" => d(cfg.pipeline_max_delay),
         "pin_wait" => d(cfg.pin_wait),
         "backend_down_wait" => d(cfg.backend_down_wait),
         "connect_timeout" => d(cfg.connect_timeout),

@@ -174,6 +174,14 @@ impl Slots {
     pub fn in_use(&self) -> u32 {
         self.in_use.load(Ordering::Relaxed)
     }
+    /// A slot is free and nobody queues for it: a statement arriving now runs at once.
+    pub fn has_free(&self) -> bool {
+        self.in_use() < self.size() && self.waiting() == 0
+    }
+    /// The moving average of how long a statement holds its slot.
+    pub fn mean_service(&self) -> Duration {
+        Duration::from_micros(self.service_us.load(Ordering::Relaxed))
+    }
     pub fn take_max_wait(&self) -> Duration {
         Duration::from_micros(self.max_wait_us.swap(0, Ordering::Relaxed))
     }

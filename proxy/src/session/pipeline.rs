@@ -68,14 +68,25 @@ impl Session {
             && !self.resets.pending()
     }
 
-    /// Runs `packet` in a batch: joins an open one, or leads a new one.
+    /// Runs `packet` in a batch: joins an open one (always when it would queue for a slot,
+    /// with a slot free only under `pipeline_max_delay`), or leads a new one.
     pub(super) async fn pipelined(&mut self, packet: &[u8], rules: &Rules) -> Piped {
         let batches = Arc::clone(self.pool().batches());
         let slots = Arc::clone(self.pool().slots());
         // Cleared first: a KILL from now on finds the flag and interrupts this statement.
         self.reg.info.interrupt.clear();
         self.reg.info.pipelined.store(true, Ordering::SeqCst);
-        if let Some(rx) = batches.join(&self.key, &self.state.movable, slots.arrivals(), packet) {
+        // With a slot free, a batch saves a send but gives up running beside the others:
+        // worth it only for statements that are short on average.
+        let free = slots.has_free();
+        let short = slots.mean_service() * self.config.pipeline_depth
+            <= self.config.pipeline_max_delay;
+        if free && !short {
+            self.reg.info.pipelined.store(false, Ordering::SeqCst);
+            return Piped::Alone;
+        }
+        let arrivals = slots.arrivals();
+        if let Some(rx) = batches.join(&self.key, &self.state.movable, arrivals, packet) {
             return self.as_member(rx, rules).await;
         }
         let room = self.config.pipeline_depth as usize - 1;
@@ -86,9 +97,9 @@ impl Session {
             self.release_if_possible();
             return Piped::Done(self.reply_err(1, &err).await.map(|_| Flow::Continue));
         }
-        // Got a slot with others running: let the statements that arrived in the same
-        // wake-up join before the write.
-        if slots.in_use() > 1 {
+        // Got a free slot at once, with others running: the short statements that arrived
+        // in the same wake-up may join before the write.
+        if free && slots.in_use() > 1 {
             tokio::task::yield_now().await;
         }
         let members = batch.close();

@@ -297,3 +297,53 @@ async fn pipelined_load_keeps_every_client_served() {
     late.disconnect().await.unwrap();
     proxy.shutdown().await;
 }
+
+/// Warnings of pipelined reads: the batch's last statement keeps its own for SHOW WARNINGS
+/// (its session keeps the backend), one before it loses them to the next statement on the
+/// backend, and no session ever reads another's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_warnings_stay_with_their_session_or_are_dropped() {
+    let proxy = proxy(1).await;
+    let holder = hold_slot(connect(&proxy, None).await, 0.6);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let mut warned = connect(&proxy, None).await;
+    let mut clean = connect(&proxy, None).await;
+    let mut warned_last = connect(&proxy, None).await;
+    let a = tokio::spawn(async move {
+        let v: Option<i64> = warned.query_first("SELECT CAST('7x' AS SIGNED)").await.unwrap();
+        (warned, v)
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let b = tokio::spawn(async move {
+        let v: Option<i64> = clean.query_first("SELECT 8").await.unwrap();
+        (clean, v)
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let c = tokio::spawn(async move {
+        let v: Option<i64> = warned_last.query_first("SELECT CAST('9y' AS SIGNED)").await.unwrap();
+        (warned_last, v)
+    });
+    let (mut warned, va) = a.await.unwrap();
+    let (mut clean, vb) = b.await.unwrap();
+    let (mut warned_last, vc) = c.await.unwrap();
+    assert_eq!((va, vb, vc), (Some(7), Some(8), Some(9)));
+    let shown = |rows: Vec<(String, u32, String)>| -> Vec<String> {
+        rows.into_iter().map(|r| r.2).collect()
+    };
+    // The last of the batch sees its own warning.
+    let last: Vec<(String, u32, String)> = warned_last.query("SHOW WARNINGS").await.unwrap();
+    assert_eq!(shown(last), vec!["Truncated incorrect INTEGER value: '9y'".to_string()]);
+    // The others see none: not their own (replaced on the backend), never another's.
+    for c in [&mut warned, &mut clean] {
+        let rows: Vec<(String, u32, String)> = c.query("SHOW WARNINGS").await.unwrap();
+        assert!(
+            rows.iter().all(|r| !r.2.contains("'9y'")),
+            "another session's warning leaked: {rows:?}"
+        );
+    }
+    assert!(proxy.context().stats.pipeline.warnings_dropped.load(Relaxed) >= 1);
+    for c in [holder.await.unwrap(), warned, clean, warned_last] {
+        c.disconnect().await.unwrap();
+    }
+    proxy.shutdown().await;
+}
