@@ -306,6 +306,13 @@ fn scan_token(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt, e:
             {
                 e.add(Effect::LastInsertIdRead);
             }
+            // @@warning_count / @@session.error_count read what the previous statement left.
+            let bare = name.rsplit(|&b| b == b'.').next().unwrap_or(name);
+            if bare.eq_ignore_ascii_case(b"warning_count")
+                || bare.eq_ignore_ascii_case(b"error_count")
+            {
+                e.add(Effect::Diagnostics);
+            }
         }
         Tok::Punct(b'(') => {
             if let Some(p) = prev.filter(|p| matches!(p.kind, Tok::Word | Tok::Quoted)) {

@@ -190,6 +190,8 @@ fn statement_forms() {
         ("XA ROLLBACK 'x'", K::Rollback, &["xa"]),
         ("SHOW WARNINGS", K::Show, &["diagnostics"]),
         ("SHOW COUNT(*) ERRORS", K::Show, &["diagnostics"]),
+        ("SELECT @@warning_count", K::Select, &["diagnostics"]),
+        ("SELECT @@session.ERROR_COUNT, 1", K::Select, &["diagnostics"]),
         ("SHOW TABLES", K::Show, &[]),
         ("GET DIAGNOSTICS @n = NUMBER", K::Other, &["user_variable_write", "diagnostics"]),
         ("CALL p(1)", K::Call, &["call"]),

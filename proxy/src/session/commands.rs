@@ -120,7 +120,10 @@ impl Session {
             self.state.last_insert_id = summary.last_insert_id;
             backend.last_insert_id = summary.last_insert_id;
         }
-        self.state.warnings_pending = summary.warnings > 0;
+        // SHOW WARNINGS leaves the warnings it read where they were: the backend still
+        // carries them, and must not go back to the pool with them.
+        let reread = rules.is_some_and(|r| r.reads_diagnostics) && self.state.warnings_pending;
+        self.state.warnings_pending = summary.warnings > 0 || reread;
         backend.state.apply(&summary.state_changes);
         self.state.movable.apply(&summary.state_changes);
         // The backend is gone after this answer: the server closed it, or it failed.

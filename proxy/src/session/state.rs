@@ -74,6 +74,9 @@ pub struct Rules {
     /// The server closes the connection once the statement succeeded.
     disconnects: bool,
     multi_statement: bool,
+    /// Reads the previous statement's warnings (SHOW WARNINGS, GET DIAGNOSTICS,
+    /// @@warning_count), which stay on the backend after it.
+    pub reads_diagnostics: bool,
 }
 
 impl Rules {
@@ -141,8 +144,8 @@ impl Rules {
                 // ... and a backend left with one open is closed, not reset (`xa_open`).
                 Effect::XaStart => r.lock(LockChange::XaStart),
                 // Reads what the previous statement left, for which that statement kept its
-                // backend (`warnings_pending`).
-                Effect::Diagnostics => {}
+                // backend (`warnings_pending`); they are still there afterwards.
+                Effect::Diagnostics => r.reads_diagnostics = true,
                 // SQL sluice cannot see (EXECUTE IMMEDIATE, BEGIN NOT ATOMIC, BINLOG) may set
                 // anything, and the tracker does not report every kind of state (locks).
                 Effect::UnknownState => r.pin(PinReason::UntrackedState),
@@ -191,6 +194,7 @@ impl Rules {
             && self.pins == 0
             && self.locks.is_empty()
             && !self.disconnects
+            && !self.reads_diagnostics
     }
 
     /// How the statement ended, given whether its answer was an error.

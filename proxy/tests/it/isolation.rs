@@ -357,3 +357,43 @@ async fn sessions_without_a_database_never_see_one_and_do_not_churn_backends() {
     without.disconnect().await.unwrap();
     proxy.shutdown().await;
 }
+
+/// SHOW WARNINGS leaves the warnings it shows on the backend: a session that read its own
+/// must keep that backend until its next statement replaces them, or the next session to
+/// run SHOW WARNINGS there would read them (P=1, so both would share it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_read_by_one_session_never_reach_the_next() {
+    let mut cfg = config(1);
+    cfg.pipeline_depth = 1;
+    let proxy = start(cfg).await;
+    let mut warned = connect(&proxy, None).await;
+    let mut other = connect(&proxy, None).await;
+    let v: Option<i64> = warned.query_first("SELECT CAST('5z' AS SIGNED)").await.unwrap();
+    assert_eq!(v, Some(5));
+    for _ in 0..2 {
+        let own: Vec<(String, u32, String)> = warned.query("SHOW WARNINGS").await.unwrap();
+        assert_eq!(own.len(), 1, "its own warning, as often as it asks: {own:?}");
+    }
+    let seen: Vec<(String, u32, String)> = other.query("SHOW WARNINGS").await.unwrap();
+    assert!(seen.is_empty(), "another session's warnings: {seen:?}");
+    let count: Option<u64> = other.query_first("SELECT @@warning_count").await.unwrap();
+    assert_eq!(count, Some(0));
+    // What later statements leave of them is the server's rule: as on a direct session.
+    let mut direct_warned = direct(None).await;
+    let mut seen_after = Vec::new();
+    for c in [&mut warned, &mut direct_warned] {
+        c.query_drop("SELECT CAST('5z' AS SIGNED)").await.unwrap();
+        let mut shown = Vec::new();
+        for sql in ["DO 1", "SELECT COUNT(*) FROM information_schema.ENGINES"] {
+            c.query_drop(sql).await.unwrap();
+            let w: Vec<(String, u32, String)> = c.query("SHOW WARNINGS").await.unwrap();
+            shown.push(w);
+        }
+        seen_after.push(shown);
+    }
+    assert_eq!(seen_after[0], seen_after[1], "through sluice as direct");
+    direct_warned.disconnect().await.unwrap();
+    warned.disconnect().await.unwrap();
+    other.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}

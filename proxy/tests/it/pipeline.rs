@@ -159,13 +159,14 @@ async fn kill_query_of_a_pipelined_read_interrupts_it_and_nothing_else() {
     fresh_db("t_pipe_kill").await;
     let db = Some("t_pipe_kill");
     let proxy = proxy(1).await;
-    let holder = hold_slot(connect(&proxy, db).await, 0.8);
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    let before = batches(&proxy);
     let mut first = connect(&proxy, db).await;
     let mut victim = connect(&proxy, db).await;
     let mut last = connect(&proxy, db).await;
+    let mut killer = connect(&proxy, db).await;
     let victim_id = id_of(&mut victim).await;
+    let holder = hold_slot(connect(&proxy, db).await, 0.8);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let before = batches(&proxy);
     let first_task = tokio::spawn(async move {
         let at = Instant::now();
         let r: Result<Option<i64>, _> = first.query_first(SLOW_READ).await;
@@ -185,7 +186,6 @@ async fn kill_query_of_a_pipelined_read_interrupts_it_and_nothing_else() {
         (last, r)
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut killer = connect(&proxy, db).await;
     killer
         .query_drop(format!("KILL QUERY {victim_id}"))
         .await
