@@ -519,7 +519,6 @@ mod tests {
             calls: 3000,
             queries: 1000,
             per_query: 3.0,
-            ..SyscallRow::default()
         });
         rep
     }
