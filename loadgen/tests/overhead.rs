@@ -1,6 +1,7 @@
 //! `loadgen overhead` against a real local MariaDB in a very short mode: direct, the bare
-//! tokio relay, HAProxy and the sluice binary at P=4 and P=64, at 1 and 64 clients, with the
-//! syscall counts and (`--cost-counts`) callgrind's instruction counts. Checks that every
+//! tokio relay, HAProxy and the sluice binary at P=4 and P=64 (each with pipelining off, then
+//! on), at 1 and 64 clients, with the syscall counts and (`--cost-counts`) callgrind's
+//! instruction counts. Checks that every
 //! target produced its rows with sane values, that issue 17's ratios reach the metadata and
 //! the summary, that `loadgen report` redraws the same section from the CSVs, and that
 //! neither a finished run nor Ctrl-C mid-run leaves a relay, counter or server behind.
@@ -126,7 +127,9 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
         ("direct", ""),
         ("relay", ""),
         ("haproxy", ""),
+        ("sluice_serial", "4"),
         ("sluice", "4"),
+        ("sluice_serial", "64"),
         ("sluice", "64"),
     ];
     assert_eq!(rows.len(), targets.len() * 2, "{rows:?}");
@@ -217,6 +220,10 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
         "overhead_qps_ratio_sluice_p64_over_haproxy_64_clients",
         "overhead_haproxy_syscalls_per_query_64_clients",
         "overhead_sluice_p64_instructions_per_query_1_clients",
+        "overhead_sluice_serial_p4_instructions_per_query_64_clients",
+        "overhead_sluice_serial_p64_syscalls_per_query_64_clients",
+        "overhead_cpu_ratio_sluice_p4_over_serial_64_clients",
+        "overhead_cpu_ratio_sluice_p64_over_serial_64_clients",
     ] {
         let v: f64 = meta
             .get(key)
@@ -231,7 +238,15 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
     );
     assert!(!meta["overhead_syscall_counter"].is_empty());
     // Every relay ran where loadgen runs, the server elsewhere.
-    for relay in ["relay", "haproxy", "sluice_p4", "sluice_p64"] {
+    assert_eq!(meta["overhead_sluice_serial_args"], "--pipeline-depth 1");
+    for relay in [
+        "relay",
+        "haproxy",
+        "sluice_serial_p4",
+        "sluice_p4",
+        "sluice_serial_p64",
+        "sluice_p64",
+    ] {
         assert_eq!(
             cpu_set(&meta[&format!("overhead_{relay}_cpus")]),
             cpu_set(&meta["loadgen_cpus"]),
@@ -245,6 +260,7 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
         "CPU per query at 64 clients, sluice / HAProxy (goal <= 0.80): P=4 ",
         "QPS at 64 clients, sluice / HAProxy (goal >= 1.00): P=4 ",
         "added p50 over direct at 1 client (goal: no worse than HAProxy's",
+        "  pipelining: CPU per query at 64 clients, pipelined / serial: P=4 ",
         "Syscalls per query (",
         "Instructions per query (callgrind",
     ] {

@@ -145,6 +145,35 @@ fn report_recomputes_experiment_e_from_its_rows_and_timeline() {
     assert_svg(&dir, "expE_adaptive.svg");
 }
 
+/// The lines from the one starting with `start` up to the one starting with `end`.
+fn section<'a>(text: &'a str, start: &str, end: &str) -> Vec<&'a str> {
+    text.lines()
+        .skip_while(|l| !l.starts_with(start))
+        .take_while(|l| !l.starts_with(end))
+        .collect()
+}
+
+#[test]
+fn report_rewrites_older_overhead_runs_without_serial_sluice_as_they_were() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    // Before the serial (pipelining off) rows: HAProxy and sluice P=4/P=64; and before
+    // HAProxy: an in-process sluice over TCP and over the Unix socket.
+    for name in ["20261201T204155Z-overhead", "20261130T104750Z-overhead"] {
+        let dir = copy_without_outputs(name, tmp.path());
+        report(&dir);
+        let summary = std::fs::read_to_string(dir.join("summary.txt")).expect("summary written");
+        let old = committed(name, "summary.txt");
+        let ran = section(&old, "Overhead:", "Fairness");
+        assert!(ran.len() > 10, "{name}: {old}");
+        assert_eq!(section(&summary, "Overhead:", "Fairness"), ran, "{name}");
+        assert!(!summary.contains("pipelining:"), "{name}: {summary}");
+    }
+    assert_svg(
+        &tmp.path().join("20261201T204155Z-overhead"),
+        "relay_cost.svg",
+    );
+}
+
 #[test]
 fn report_refuses_a_folder_without_metadata() {
     let tmp = tempfile::tempdir().expect("tmp");

@@ -1,7 +1,10 @@
 //! Issue 17's goal, from the overhead rows of one run: at 64 clients sluice's CPU per
 //! relayed query at most 0.8 x HAProxy's and its QPS at least HAProxy's, at P=4 and at P=64;
 //! at 1 client its added p50 over direct no worse than HAProxy's. Every comparison is within
-//! one round (the targets measured one after the other), never across runs.
+//! one round (the targets measured one after the other), never across runs. The goal is
+//! judged on sluice as it ships (pipelining on, target `sluice`); the same binary with
+//! pipelining off (`--pipeline-depth 1`, target `sluice_serial`) gives what pipelining saves
+//! ([`pipelining`]).
 
 use crate::measure::level::LevelResult;
 
@@ -81,11 +84,19 @@ pub fn rounds(rows: &[&LevelResult]) -> Vec<usize> {
     v
 }
 
-/// A row's relay name: `direct`, `relay`, `haproxy`, `sluice_p4` (an in-process `proxy` row
-/// of an older run: `proxy`).
+/// The target of sluice with pipelining off (`--pipeline-depth 1`).
+pub const SERIAL: &str = "sluice_serial";
+
+/// A row's relay name: `direct`, `relay`, `haproxy`, `sluice_p4`, `sluice_serial_p4` (an
+/// in-process `proxy` row of an older run: `proxy`).
 pub fn key_of(r: &LevelResult) -> String {
-    match (r.target.as_str(), r.pool_size) {
-        ("sluice", Some(p)) => format!("sluice_p{p}"),
+    key(&r.target, r.pool_size)
+}
+
+/// The relay name of `target` with sluice's pool size `pool` (see [`key_of`]).
+pub fn key(target: &str, pool: Option<usize>) -> String {
+    match (target, pool) {
+        ("sluice" | SERIAL, Some(p)) => format!("{target}_p{p}"),
         (t, _) => t.to_string(),
     }
 }
@@ -175,6 +186,42 @@ pub fn goals(rows: &[&LevelResult]) -> Vec<Goal> {
     out
 }
 
+/// Pipelined sluice's CPU per query over serial sluice's (`--pipeline-depth 1`), at [`MANY`]
+/// clients, for one pool size in one round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pipelining {
+    pub round: usize,
+    pub pool: usize,
+    pub ratio: f64,
+}
+
+impl Pipelining {
+    /// The metadata key (without a round suffix).
+    pub fn key(&self) -> String {
+        format!(
+            "overhead_cpu_ratio_sluice_p{}_over_serial_{MANY}_clients",
+            self.pool
+        )
+    }
+}
+
+/// Every pipelined / serial CPU ratio the rows give, round by round, for every pool size
+/// both ran at (none for runs from before the serial rows).
+pub fn pipelining(rows: &[&LevelResult]) -> Vec<Pipelining> {
+    let mut out = Vec::new();
+    for round in rounds(rows) {
+        for pool in sluice_pools(rows) {
+            let cpu = |key: String| find(rows, round, &key, MANY).and_then(|r| r.cpu_us_per_query);
+            let on = cpu(format!("sluice_p{pool}"));
+            let off = cpu(format!("{SERIAL}_p{pool}"));
+            if let Some(ratio) = ratio(on, off) {
+                out.push(Pipelining { round, pool, ratio });
+            }
+        }
+    }
+    out
+}
+
 /// The median of `values` (the mean of the middle two for an even count).
 pub fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {
@@ -209,23 +256,30 @@ pub fn median_of(
 /// (and each round's value when there are several), then every relay's CPU, syscalls and
 /// instructions per query and its added p50 at 1 client.
 pub fn meta(rows: &[&LevelResult]) -> Vec<(String, String)> {
-    let goals = goals(rows);
+    // (key, round, value): the goals', then pipelining's.
+    let judged: Vec<(String, usize, f64)> = goals(rows)
+        .iter()
+        .map(|g| (g.key(), g.round, g.headline()))
+        .chain(pipelining(rows).iter().map(|p| (p.key(), p.round, p.ratio)))
+        .collect();
     let several = rounds(rows).len() > 1;
     let mut out = Vec::new();
-    let mut keys: Vec<String> = goals.iter().map(Goal::key).collect();
-    keys.dedup();
+    // Each key once, in first-seen order (the rounds repeat them).
+    let mut keys: Vec<&String> = Vec::new();
+    for (k, _, _) in &judged {
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
     for key in keys {
-        let mine: Vec<&Goal> = goals.iter().filter(|g| g.key() == key).collect();
-        let mut values: Vec<f64> = mine.iter().map(|g| g.headline()).collect();
+        let mine: Vec<&(String, usize, f64)> = judged.iter().filter(|j| &j.0 == key).collect();
+        let mut values: Vec<f64> = mine.iter().map(|j| j.2).collect();
         if let Some(m) = median(&mut values) {
             out.push((key.clone(), format!("{m:.4}")));
         }
         if several {
-            for g in mine {
-                out.push((
-                    format!("{key}_round{}", g.round),
-                    format!("{:.4}", g.headline()),
-                ));
+            for (_, round, value) in mine {
+                out.push((format!("{key}_round{round}"), format!("{value:.4}")));
             }
         }
     }
@@ -373,6 +427,114 @@ mod tests {
             Some("52.05")
         );
         assert_eq!(get("overhead_direct_cpu_us_per_query_64_clients"), None);
+    }
+
+    /// [`issue17`] with serial sluice (pipelining off) measured too: more CPU at 64 clients
+    /// than pipelined sluice at P=4 (58 against 43.5 µs), a little more at P=64 (30 against 27).
+    fn with_serial(round: usize) -> Vec<LevelResult> {
+        let mut rows = issue17(round);
+        let serial = |pool, clients, qps, p50_ms, cpu| LevelResult {
+            experiment: "overhead".into(),
+            target: SERIAL.into(),
+            clients,
+            pool_size: Some(pool),
+            qps,
+            p50_ms,
+            cpu_us_per_query: Some(cpu),
+            round: Some(round),
+            ..LevelResult::default()
+        };
+        rows.extend([
+            serial(4, 1, 11000.0, 0.082, 57.0),
+            serial(64, 1, 9000.0, 0.101, 66.0),
+            serial(4, 64, 11000.0, 5.5, 58.0),
+            serial(64, 64, 14000.0, 4.5, 30.0),
+        ]);
+        rows
+    }
+
+    #[test]
+    fn serial_rows_give_pipelinings_ratio_and_leave_the_goal_to_pipelined_sluice() {
+        let rows = with_serial(1);
+        let refs: Vec<&LevelResult> = rows.iter().collect();
+        assert_eq!(key_of(&rows[8]), "sluice_serial_p4");
+        assert_eq!(key_of(&rows[11]), "sluice_serial_p64");
+        assert_eq!(key("sluice", Some(64)), "sluice_p64");
+        assert_eq!(key("haproxy", None), "haproxy");
+        assert_eq!(sluice_pools(&refs), [4, 64]);
+        // The goals are judged on pipelined sluice alone, as without the serial rows.
+        let plain = issue17(1);
+        let plain_refs: Vec<&LevelResult> = plain.iter().collect();
+        assert_eq!(goals(&refs), goals(&plain_refs));
+        let p = pipelining(&refs);
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!((p[0].ratio - 43.5 / 58.0).abs() < 1e-9 && p[0].pool == 4);
+        assert!((p[1].ratio - 27.0 / 30.0).abs() < 1e-9 && p[1].pool == 64);
+        assert_eq!(
+            p[0].key(),
+            "overhead_cpu_ratio_sluice_p4_over_serial_64_clients"
+        );
+        assert!(pipelining(&plain_refs).is_empty());
+        let meta = meta(&refs);
+        let get = |k: &str| {
+            meta.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(
+            get("overhead_cpu_ratio_sluice_p4_over_serial_64_clients"),
+            Some("0.7500")
+        );
+        assert_eq!(
+            get("overhead_cpu_ratio_sluice_p64_over_serial_64_clients"),
+            Some("0.9000")
+        );
+        assert_eq!(
+            get("overhead_sluice_serial_p4_cpu_us_per_query_64_clients"),
+            Some("58.00")
+        );
+        assert_eq!(
+            get("overhead_sluice_serial_p64_added_p50_ms_1_client"),
+            Some("0.0560")
+        );
+        // Every key once.
+        let mut keys: Vec<&String> = meta.iter().map(|(k, _)| k).collect();
+        let n = keys.len();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), n, "{meta:?}");
+    }
+
+    #[test]
+    fn pipelinings_ratio_stays_within_a_round_with_its_median_in_the_metadata() {
+        let mut rows = with_serial(1);
+        let mut second = with_serial(2);
+        // Round 2: serial sluice P=4 at 64 clients twice as costly, so 43.5 / 116.
+        second[10].cpu_us_per_query = Some(116.0);
+        rows.extend(second);
+        let refs: Vec<&LevelResult> = rows.iter().collect();
+        let p4: Vec<f64> = pipelining(&refs)
+            .into_iter()
+            .filter(|p| p.pool == 4)
+            .map(|p| p.ratio)
+            .collect();
+        assert_eq!(p4, [0.75, 0.375]);
+        let meta = meta(&refs);
+        let get = |k: &str| {
+            meta.iter()
+                .filter(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+        };
+        let key = "overhead_cpu_ratio_sluice_p4_over_serial_64_clients";
+        assert_eq!(get(key), ["0.5625"]);
+        assert_eq!(get(&format!("{key}_round1")), ["0.7500"]);
+        assert_eq!(get(&format!("{key}_round2")), ["0.3750"]);
+        // The goals' keys appear once each too, though every round repeats them.
+        assert_eq!(
+            get("overhead_cpu_ratio_sluice_p64_over_haproxy_64_clients_round2").len(),
+            1
+        );
     }
 
     #[test]

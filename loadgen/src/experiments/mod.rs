@@ -242,6 +242,36 @@ mod tests {
     }
 
     #[test]
+    fn overheads_plan_follows_its_relays() {
+        use crate::targets::relays::Relay;
+        let one = |args: &[&str]| {
+            let s = settings(args);
+            let list = for_command(&s.command);
+            plans(&list, &s, ASSUMED_QUERY).remove(0)
+        };
+        // Direct and every relay, at 1 and at 64 clients; a syscall window after each relay's.
+        let plan = one(&["loadgen", "overhead"]);
+        assert_eq!(plan.levels as usize, 2 * (1 + Relay::ALL.len()));
+        let (timed, direct_setup, relay_setup, syscalls) = (10, 1.0, 1.5, 3.0);
+        let relays = 2 * Relay::ALL.len() as u64;
+        let want = (2 + relays) as f64 * timed as f64
+            + 2.0 * direct_setup
+            + relays as f64 * (relay_setup + syscalls);
+        assert_eq!(plan.total(), Duration::from_secs_f64(want), "{plan:?}");
+        let rounds = one(&["loadgen", "overhead", "--overhead-rounds", "3"]);
+        assert_eq!(rounds.total(), plan.total() * 3);
+        let costs = one(&["loadgen", "overhead", "--cost-counts"]);
+        eprintln!(
+            "overhead planned {} s, --cost-counts {} s more; bench --all {} s",
+            plan.total().as_secs_f64(),
+            (costs.total() - plan.total()).as_secs_f64(),
+            planned(&["loadgen", "bench", "--all"], ASSUMED_QUERY).as_secs_f64()
+        );
+        // Under callgrind, every relay once more.
+        assert!(costs.total() > plan.total() + Duration::from_secs(20 * Relay::ALL.len() as u64));
+    }
+
+    #[test]
     fn the_default_bench_fits_eight_minutes_at_ten_ms_a_query() {
         // The README promises 8 minutes on 2 cores at 10 ms a query; plan for a minute less.
         let bench = planned(&["loadgen", "bench"], ASSUMED_QUERY);

@@ -1,6 +1,7 @@
 //! Overhead (issue 17): what relaying a `SELECT 1` costs, side by side in one run: direct,
 //! the bare tokio relay (the floor), HAProxy in TCP mode with one thread (the plain C relay)
-//! and the sluice binary at P=4 and P=64, at 1 and 64 clients.
+//! and the sluice binary at P=4 and P=64, each pool size first with pipelining off
+//! (`--pipeline-depth 1`, target `sluice_serial`) and then as it ships, at 1 and 64 clients.
 //!
 //! Every relay is a process of its own, pinned to loadgen's CPUs (the server keeps its own:
 //! MariaDB on CPU 0, relay and load on CPU 1 on two cores), started fresh for each level and

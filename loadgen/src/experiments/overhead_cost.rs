@@ -100,6 +100,7 @@ impl Tools {
         match &bins.sluice {
             Ok(bin) => {
                 r.meta("overhead_sluice_bin", bin.display());
+                r.meta("overhead_sluice_serial_args", Relay::SERIAL_ARGS.join(" "));
                 if bin.components().any(|c| c.as_os_str() == "debug") {
                     r.notes.push(format!(
                         "overhead: WARNING: {} looks like a debug build; its numbers are not sluice's",

@@ -1,6 +1,6 @@
 //! `relay_cost.svg`: issue 17's goal at 64 clients as bars, one per relay (the median over
 //! the rounds): the relay's CPU per query with the goal line at 0.8 x HAProxy's above, QPS
-//! with HAProxy's below.
+//! with HAProxy's below. Pipelined sluice is blue, serial sluice (pipelining off) orange.
 
 use std::path::Path;
 
@@ -8,7 +8,7 @@ use anyhow::Result;
 use plotters::prelude::*;
 
 use super::chart::{err, legend, COLORS, SIZE};
-use crate::analysis::relay_cost::{key_of, median_of, CPU_RATIO_GOAL, MANY};
+use crate::analysis::relay_cost::{key_of, median_of, CPU_RATIO_GOAL, MANY, SERIAL};
 use crate::measure::level::LevelResult;
 
 /// The file name.
@@ -124,6 +124,7 @@ fn panel<DB: DrawingBackend>(
             let x = i as f64;
             let color = match b.name.as_str() {
                 "haproxy" => COLORS[1],
+                k if k.starts_with(SERIAL) => COLORS[3],
                 k if k.starts_with("sluice") => COLORS[0],
                 _ => COLORS[2],
             };
@@ -187,5 +188,36 @@ mod tests {
             "{svg}"
         );
         assert!(!draw(dir.path(), &refs[..1]).unwrap());
+    }
+
+    #[test]
+    fn serial_sluice_has_its_own_bar_and_colour() {
+        let row = |target: &str, pool, cpu, qps| LevelResult {
+            target: target.into(),
+            pool_size: pool,
+            clients: MANY,
+            round: Some(1),
+            cpu_us_per_query: Some(cpu),
+            qps,
+            ..LevelResult::default()
+        };
+        let rows = [
+            row("haproxy", None, 30.0, 15000.0),
+            row(SERIAL, Some(4), 50.0, 11000.0),
+            row("sluice", Some(4), 44.0, 12000.0),
+        ];
+        let refs: Vec<&LevelResult> = rows.iter().collect();
+        let names: Vec<String> = bars(&refs).into_iter().map(|b| b.name).collect();
+        assert_eq!(names, ["haproxy", "sluice_serial_p4", "sluice_p4"]);
+        let dir = tempfile::tempdir().unwrap();
+        assert!(draw(dir.path(), &refs).unwrap());
+        let svg = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
+        assert!(svg.contains("sluice_serial_p4"), "{svg}");
+        // Serial sluice orange, pipelined sluice blue.
+        let fill = |c: RGBColor| format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
+        assert!(
+            svg.contains(&fill(COLORS[3])) && svg.contains(&fill(COLORS[0])),
+            "{svg}"
+        );
     }
 }

@@ -10,6 +10,7 @@ use anyhow::Result;
 
 use super::process::{free_addr, RelayProcess};
 use super::{haproxy, relay_floor, sluice_child};
+use crate::analysis::relay_cost;
 
 /// A relay in front of the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,19 +19,28 @@ pub enum Relay {
     Tokio,
     /// HAProxy in TCP mode, one thread: the plain C relay.
     HaProxy,
-    /// The sluice binary with this many execution slots.
+    /// The sluice binary with this many execution slots (pipelining on, as it ships).
     Sluice(usize),
+    /// The sluice binary with this many execution slots and pipelining off
+    /// (`--pipeline-depth 1`): what pipelining saves.
+    SluiceSerial(usize),
 }
 
 impl Relay {
     /// The relays overhead compares, in the order each round measures them after direct:
-    /// the byte pipes, then sluice, so HAProxy and sluice run next to each other.
-    pub const ALL: [Relay; 4] = [
+    /// the byte pipes, then sluice, so HAProxy and sluice run next to each other, and each
+    /// pool size serial then pipelined, so those two do too.
+    pub const ALL: [Relay; 6] = [
         Relay::Tokio,
         Relay::HaProxy,
+        Relay::SluiceSerial(4),
         Relay::Sluice(4),
+        Relay::SluiceSerial(64),
         Relay::Sluice(64),
     ];
+
+    /// The flags serial sluice runs with on top of pipelined sluice's.
+    pub const SERIAL_ARGS: [&'static str; 2] = ["--pipeline-depth", "1"];
 
     /// The `target` column.
     pub fn target(self) -> &'static str {
@@ -38,23 +48,22 @@ impl Relay {
             Relay::Tokio => "relay",
             Relay::HaProxy => "haproxy",
             Relay::Sluice(_) => "sluice",
+            Relay::SluiceSerial(_) => relay_cost::SERIAL,
         }
     }
 
     /// sluice's pool size; `None` for the byte pipes.
     pub fn pool(self) -> Option<usize> {
         match self {
-            Relay::Sluice(p) => Some(p),
+            Relay::Sluice(p) | Relay::SluiceSerial(p) => Some(p),
             Relay::Tokio | Relay::HaProxy => None,
         }
     }
 
-    /// A short name for logs and metadata keys: `relay`, `haproxy`, `sluice_p4`.
+    /// A short name for logs and metadata keys: `relay`, `haproxy`, `sluice_p4`,
+    /// `sluice_serial_p4` (the rows' [`relay_cost::key_of`]).
     pub fn key(self) -> String {
-        match self {
-            Relay::Sluice(p) => format!("sluice_p{p}"),
-            other => other.target().to_string(),
-        }
+        relay_cost::key(self.target(), self.pool())
     }
 
     /// For the progress log: `bare tokio relay`, `HAProxy`, `sluice P=4`.
@@ -63,6 +72,7 @@ impl Relay {
             Relay::Tokio => "bare tokio relay".into(),
             Relay::HaProxy => "HAProxy".into(),
             Relay::Sluice(p) => format!("sluice P={p}"),
+            Relay::SluiceSerial(p) => format!("sluice P={p} pipelining off"),
         }
     }
 }
@@ -82,7 +92,9 @@ impl Binaries {
         match relay {
             Relay::Tokio => None,
             Relay::HaProxy => self.haproxy.as_ref().err().map(String::as_str),
-            Relay::Sluice(_) => self.sluice.as_ref().err().map(String::as_str),
+            Relay::Sluice(_) | Relay::SluiceSerial(_) => {
+                self.sluice.as_ref().err().map(String::as_str)
+            }
         }
     }
 }
@@ -126,9 +138,14 @@ async fn start_once(relay: Relay, bins: &Binaries, how: &Launch<'_>) -> Result<R
             std::fs::write(&cfg, haproxy::config(&listen.to_string(), how.backend))?;
             haproxy::command(&bin, &cfg)
         }
-        Relay::Sluice(pool) => {
+        Relay::Sluice(pool) | Relay::SluiceSerial(pool) => {
             let bin = bins.sluice.clone().map_err(anyhow::Error::msg)?;
-            sluice_child::command(&bin, listen, how.backend, pool, how.max_clients + 64)
+            let mut cmd =
+                sluice_child::command(&bin, listen, how.backend, pool, how.max_clients + 64);
+            if let Relay::SluiceSerial(_) = relay {
+                cmd.args(Relay::SERIAL_ARGS);
+            }
+            cmd
         }
     };
     let (cmd, ready) = match &how.under {
@@ -165,6 +182,21 @@ mod tests {
         assert_eq!(Relay::Sluice(4).target(), "sluice");
         assert_eq!(Relay::HaProxy.key(), "haproxy");
         assert_eq!(Relay::Tokio.pool(), None);
+        assert_eq!(Relay::SluiceSerial(4).key(), "sluice_serial_p4");
+        assert_eq!(Relay::SluiceSerial(64).target(), "sluice_serial");
+        assert_eq!(Relay::SluiceSerial(64).pool(), Some(64));
+        let keys: Vec<String> = Relay::ALL.iter().map(|r| r.key()).collect();
+        assert_eq!(
+            keys,
+            [
+                "relay",
+                "haproxy",
+                "sluice_serial_p4",
+                "sluice_p4",
+                "sluice_serial_p64",
+                "sluice_p64"
+            ]
+        );
         let mut cmd = std::process::Command::new("/bin/relay");
         cmd.args(["-f", "x"]).env("RUST_LOG", "warn");
         let under = vec!["valgrind".to_string(), "--tool=callgrind".to_string()];
@@ -184,6 +216,7 @@ mod tests {
         };
         assert_eq!(bins.missing(Relay::HaProxy), Some("no haproxy"));
         assert_eq!(bins.missing(Relay::Sluice(4)), None);
+        assert_eq!(bins.missing(Relay::SluiceSerial(4)), None);
         assert_eq!(bins.missing(Relay::Tokio), None);
     }
 }

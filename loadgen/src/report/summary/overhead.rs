@@ -2,13 +2,15 @@
 //! TCP mode side by side in the same run: the goal's ratios round by round, and the counted
 //! costs (syscalls and instructions per query) of every relay. Everything is computed from
 //! the rows ([`crate::analysis::relay_cost`]) and `overhead_syscalls.csv`, so `loadgen report`
-//! redraws it; older folders (an in-process sluice, no HAProxy) keep their table and lines.
+//! redraws it; older folders (an in-process sluice, no HAProxy) keep their table and lines,
+//! and those without serial sluice rows (`sluice_serial`, pipelining off) their layout.
 
 use std::fmt::Write as _;
 
 use super::table::table;
 use crate::analysis::relay_cost::{
-    self, added_p50_ms, goals, key_of, round_of, rounds, Goal, GoalKind, MANY, ONE,
+    self, added_p50_ms, goals, key_of, pipelining, round_of, rounds, Goal, GoalKind, Pipelining,
+    MANY, ONE, SERIAL,
 };
 use crate::measure::level::LevelResult;
 use crate::report::results::Report;
@@ -31,9 +33,7 @@ pub fn overhead(out: &mut String, rep: &Report) {
     if ov.is_empty() {
         return;
     }
-    let relay_cost = ov
-        .iter()
-        .any(|r| r.target == "haproxy" || r.target == "sluice");
+    let relay_cost = ov.iter().any(|r| r.target == "haproxy" || is_sluice(r));
     if !relay_cost {
         let _ = writeln!(
             out,
@@ -49,9 +49,13 @@ pub fn overhead(out: &mut String, rep: &Report) {
         return;
     }
     let several = rounds(&ov).len() > 1;
+    let serial = match ov.iter().any(|r| r.target == SERIAL) {
+        true => " (sluice_serial: pipelining off, --pipeline-depth 1)",
+        false => "",
+    };
     let _ = writeln!(
         out,
-        "\nOverhead: SELECT 1 direct, through the bare tokio relay, HAProxy (mode tcp, 1 thread) and the sluice binary"
+        "\nOverhead: SELECT 1 direct, through the bare tokio relay, HAProxy (mode tcp, 1 thread) and the sluice binary{serial}"
     );
     let _ = writeln!(
         out,
@@ -64,11 +68,22 @@ pub fn overhead(out: &mut String, rep: &Report) {
     });
     costs(out, rep, &ov, several);
     goal_lines(out, &goals(&ov), several);
+    pipelining_lines(out, &pipelining(&ov), several);
     syscall_lines(out, rep, &ov);
     instruction_lines(out, rep, &ov);
     for note in rep.notes.iter().filter(|n| n.starts_with("overhead:")) {
         let _ = writeln!(out, "{note}");
     }
+}
+
+/// A sluice row, pipelined or serial.
+fn is_sluice(r: &LevelResult) -> bool {
+    r.target == "sluice" || r.target == SERIAL
+}
+
+/// The widest of `names`, and at least `min` (the width older runs' lines were laid out in).
+fn width<'a>(min: usize, names: impl Iterator<Item = &'a str>) -> usize {
+    names.map(str::len).fold(min, usize::max)
 }
 
 fn clients_word(n: usize) -> &'static str {
@@ -91,9 +106,15 @@ fn costs(out: &mut String, rep: &Report, rows: &[&LevelResult], several: bool) {
         out,
         "\nRelay cost per answered query (CPU = utime + stime of the process over the window; syscalls in a separate window)"
     );
+    let name = |r: &LevelResult| match several {
+        true => format!("{} r{}", key_of(r), round_of(r)),
+        false => key_of(r),
+    };
+    let names: Vec<String> = rows.iter().map(|r| name(r)).collect();
+    let w = width(14, names.iter().map(String::as_str));
     let _ = writeln!(
         out,
-        "{:>14} {:>7} {:>7} {:>8} {:>8} {:>9} {:>10} {:>11} {:>11} {:>12} {:>10}",
+        "{:>w$} {:>7} {:>7} {:>8} {:>8} {:>9} {:>10} {:>11} {:>11} {:>12} {:>10}",
         "target",
         "clients",
         "QPS",
@@ -106,17 +127,13 @@ fn costs(out: &mut String, rep: &Report, rows: &[&LevelResult], several: bool) {
         "QPS counting",
         "instr/q"
     );
-    for r in rows {
-        let name = match several {
-            true => format!("{} r{}", key_of(r), round_of(r)),
-            false => key_of(r),
-        };
+    for (r, name) in rows.iter().zip(names) {
         let counting = r
             .syscall_window_qps
             .map(|q| format!("{:.2}x", q / r.qps.max(1e-9)));
         let _ = writeln!(
             out,
-            "{name:>14} {:>7} {:>7.0} {:>8.3} {:>8.2} {:>9} {:>10} {:>11} {:>11} {:>12} {:>10}",
+            "{name:>w$} {:>7} {:>7.0} {:>8.3} {:>8.2} {:>9} {:>10} {:>11} {:>11} {:>12} {:>10}",
             r.clients,
             r.qps,
             r.p50_ms,
@@ -241,6 +258,30 @@ fn goal_lines(out: &mut String, goals: &[Goal], several: bool) {
     }
 }
 
+/// What pipelining saves, round by round: pipelined sluice's CPU per query over serial
+/// sluice's at [`MANY`] clients (nothing for runs without serial rows).
+fn pipelining_lines(out: &mut String, ratios: &[Pipelining], several: bool) {
+    let mut rounds: Vec<usize> = ratios.iter().map(|p| p.round).collect();
+    rounds.dedup();
+    for round in rounds {
+        let prefix = if several {
+            format!("  round {round}: ")
+        } else {
+            "  ".into()
+        };
+        let parts: Vec<String> = ratios
+            .iter()
+            .filter(|p| p.round == round)
+            .map(|p| format!("P={} {:.2}", p.pool, p.ratio))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{prefix}pipelining: CPU per query at {MANY} clients, pipelined / serial: {}",
+            parts.join(", ")
+        );
+    }
+}
+
 /// Syscalls per query by target and client count, with the main syscalls one by one.
 fn syscall_lines(out: &mut String, rep: &Report, rows: &[&LevelResult]) {
     let Some(counter) = rep.meta_value("overhead_syscall_counter") else {
@@ -251,6 +292,9 @@ fn syscall_lines(out: &mut String, rep: &Report, rows: &[&LevelResult]) {
         "\nSyscalls per query ({counter}; {} s windows after each timed one; median over rounds):",
         rep.meta_value("overhead_syscall_window_s").unwrap_or("?")
     );
+    let counted = rows.iter().filter(|r| r.syscalls_per_query.is_some());
+    let keys: Vec<String> = counted.map(|r| key_of(r)).collect();
+    let w = width(11, keys.iter().map(String::as_str));
     for clients in [MANY, ONE] {
         // Each relay once, in the order measured (the rounds repeat it).
         let mut targets: Vec<String> = Vec::new();
@@ -268,13 +312,7 @@ fn syscall_lines(out: &mut String, rep: &Report, rows: &[&LevelResult]) {
                 .syscalls
                 .iter()
                 .filter(|s| s.round == 1 && s.clients == clients && s.syscall != "total")
-                .filter(|s| {
-                    let key = match s.pool_size {
-                        Some(p) if s.target == "sluice" => format!("sluice_p{p}"),
-                        _ => s.target.clone(),
-                    };
-                    key == t
-                })
+                .filter(|s| relay_cost::key(&s.target, s.pool_size) == t)
                 .take(6)
                 .map(|s| format!("{} {:.2}", s.syscall, s.per_query))
                 .collect();
@@ -285,7 +323,7 @@ fn syscall_lines(out: &mut String, rep: &Report, rows: &[&LevelResult]) {
             };
             let _ = writeln!(
                 out,
-                "  {clients:>2} {:<7} {t:<11} {:>6}{by_call}",
+                "  {clients:>2} {:<7} {t:<w$} {:>6}{by_call}",
                 clients_word(clients),
                 opt(total, 2),
             );
@@ -319,7 +357,7 @@ fn instruction_lines(out: &mut String, rep: &Report, rows: &[&LevelResult]) {
             .and_then(|r| r.instructions_per_query);
         let ratios: Vec<String> = rows
             .iter()
-            .filter(|r| r.clients == clients && r.target == "sluice")
+            .filter(|r| r.clients == clients && is_sluice(r))
             .filter_map(|r| {
                 let (i, h) = (r.instructions_per_query?, haproxy?);
                 (h > 0.0).then(|| format!("{} {:.2}x", key_of(r), i / h))
@@ -435,6 +473,15 @@ mod tests {
         ] {
             assert!(out.contains(want), "{want:?} missing:\n{out}");
         }
+        // Without serial rows, the layout of older runs and no pipelining line.
+        for want in [
+            "Overhead: SELECT 1 direct, through the bare tokio relay, HAProxy (mode tcp, 1 thread) and the sluice binary",
+            "        target clients     QPS   p50 ms   p99 ms   +p50 ms   CPU us/q server us/q  syscalls/q QPS counting    instr/q",
+            "  64 clients haproxy       4.20 (sendto 2.00)",
+        ] {
+            assert!(out.lines().any(|l| l == want), "{want:?} missing:\n{out}");
+        }
+        assert!(!out.contains("pipelining"), "{out}");
         // The cost table: HAProxy's added p50 and CPU at 1 client.
         let costs = out
             .split("Relay cost per answered query")
@@ -448,6 +495,89 @@ mod tests {
             line.contains("+0.040") && line.contains("60.0") && line.contains("0.90x"),
             "{out}"
         );
+    }
+
+    /// [`issue17`] with serial sluice (pipelining off) measured next to pipelined sluice, in
+    /// the run's order: relay, haproxy, serial P=4, P=4, serial P=64, P=64.
+    fn with_serial() -> Report {
+        let mut rep = issue17();
+        let serial =
+            |pool, clients, qps, p50, cpu| relay_row(SERIAL, Some(pool), clients, qps, p50, cpu);
+        let mut s64 = serial(64, 64, 14000.0, 4.5, 42.0);
+        s64.instructions_per_query = Some(31300.0);
+        rep.rows.insert(7, s64);
+        rep.rows.insert(6, serial(4, 64, 12000.0, 5.0, 58.0));
+        rep.rows.insert(3, serial(64, 1, 9000.0, 0.101, 66.0));
+        rep.rows.insert(2, serial(4, 1, 11000.0, 0.082, 57.0));
+        rep.syscalls.push(SyscallRow {
+            round: 1,
+            target: SERIAL.into(),
+            pool_size: Some(64),
+            clients: 64,
+            counter: "perf".into(),
+            syscall: "sendto".into(),
+            calls: 3000,
+            queries: 1000,
+            per_query: 3.0,
+        });
+        rep
+    }
+
+    #[test]
+    fn serial_rows_add_pipelinings_ratio_and_keep_the_goal_lines() {
+        let mut out = String::new();
+        overhead(&mut out, &with_serial());
+        let lines: Vec<&str> = out.lines().collect();
+        for want in [
+            "Overhead: SELECT 1 direct, through the bare tokio relay, HAProxy (mode tcp, 1 thread) and the sluice binary (sluice_serial: pipelining off, --pipeline-depth 1)",
+            "  CPU per query at 64 clients, sluice / HAProxy (goal <= 0.80): P=4 1.25x (not met), P=64 1.09x (not met)",
+            "  QPS at 64 clients, sluice / HAProxy (goal >= 1.00): P=4 0.87x (not met), P=64 1.01x (met)",
+            "  added p50 over direct at 1 client (goal: no worse than HAProxy's +0.040 ms): P=4 +0.035 ms (met), P=64 +0.055 ms (not met)",
+            "  pipelining: CPU per query at 64 clients, pipelined / serial: P=4 0.75, P=64 0.90",
+            "           target clients     QPS   p50 ms   p99 ms   +p50 ms   CPU us/q server us/q  syscalls/q QPS counting    instr/q",
+            "sluice_serial_p64      64   14000    4.500     9.00    +2.300       42.0        20.0        4.20        0.90x      31300",
+            "          haproxy       1   10300    0.085     0.17    +0.040       60.0        20.0        4.20        0.90x          -",
+            "  64 clients haproxy             4.20 (sendto 2.00)",
+            "  64 clients sluice_serial_p64   4.20 (sendto 3.00)",
+            "   1 client  sluice_serial_p4    4.20",
+            "  64 clients: haproxy 6260, sluice_serial_p64 31300, sluice_p64 25040; over HAProxy's: sluice_serial_p64 5.00x, sluice_p64 4.00x",
+        ] {
+            assert!(lines.contains(&want), "{want:?} missing:\n{out}");
+        }
+        // The pipelining line follows the goal's.
+        let at = |s: &str| out.find(s).unwrap();
+        assert!(
+            at("  added p50 over direct") < at("  pipelining: "),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn several_rounds_give_pipelinings_ratio_round_by_round() {
+        let mut rep = with_serial();
+        let second: Vec<LevelResult> = rep
+            .rows
+            .iter()
+            .cloned()
+            .map(|mut r| {
+                r.round = Some(2);
+                if r.target == SERIAL {
+                    r.cpu_us_per_query = r.cpu_us_per_query.map(|c| c / 2.0);
+                }
+                r
+            })
+            .collect();
+        rep.rows.extend(second);
+        let mut out = String::new();
+        overhead(&mut out, &rep);
+        let lines: Vec<&str> = out.lines().collect();
+        for want in [
+            "  round 1: pipelining: CPU per query at 64 clients, pipelined / serial: P=4 0.75, P=64 0.90",
+            "  round 2: pipelining: CPU per query at 64 clients, pipelined / serial: P=4 1.50, P=64 1.80",
+        ] {
+            assert!(lines.contains(&want), "{want:?} missing:\n{out}");
+        }
+        assert!(out.contains("sluice_serial_p64 r2"), "{out}");
     }
 
     #[test]
