@@ -103,7 +103,6 @@ impl Default for Interrupt {
     }
 }
 
-
 impl ClientInfo {
     pub fn phase(&self) -> ClientPhase {
         ClientPhase::from_u8(self.phase.load(Ordering::Relaxed))

@@ -38,7 +38,7 @@ pub struct Member {
 /// What a member receives when its turn comes.
 pub enum Baton {
     /// The backend is at this member's answer.
-    Run(Chain),
+    Run(Box<Chain>),
     /// The batch's backend failed before this member's answer began. Its statement is a
     /// read, so it runs again on its own; the client has seen nothing of it.
     Retry,
@@ -113,9 +113,9 @@ impl Batches {
         packet: &[u8],
     ) -> Option<oneshot::Receiver<Baton>> {
         let mut open = self.open.lock().ok()?;
-        let batch = open.iter_mut().find(|b| {
-            b.room > 0 && arrivals <= b.ticket && b.key == *key && b.state == *state
-        })?;
+        let batch = open
+            .iter_mut()
+            .find(|b| b.room > 0 && arrivals <= b.ticket && b.key == *key && b.state == *state)?;
         let (tx, rx) = oneshot::channel();
         batch.members.push(Member {
             packet: Bytes::copy_from_slice(packet),
@@ -197,7 +197,10 @@ mod tests {
         // Full.
         assert!(batches.join(&key("app"), &state, 7, b"c").is_none());
         let members: Vec<Bytes> = open.close().into_iter().map(|m| m.packet).collect();
-        assert_eq!(members, vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+        assert_eq!(
+            members,
+            vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]
+        );
         // Closed: nobody joins any more.
         assert!(batches.join(&key("app"), &state, 7, b"d").is_none());
     }

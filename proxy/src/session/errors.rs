@@ -74,6 +74,12 @@ pub fn backend_lost(addr: &str, lost_state: bool) -> ErrPacket {
     ErrPacket::from_code(codes::BACKEND_LOST, msg.as_bytes())
 }
 
+/// A statement a KILL QUERY ended (sluice's own answer for a pipelined one, the text and
+/// code the server gives).
+pub fn interrupted() -> ErrPacket {
+    ErrPacket::from_code(codes::QUERY_INTERRUPTED, b"Query execution was interrupted")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,10 +96,4 @@ mod tests {
         assert_eq!(&killed().sql_state, b"70100");
         assert_eq!(backend_lost("h:1", true).code, 9004);
     }
-}
-
-/// A statement a KILL QUERY ended (sluice's own answer for a pipelined one, the text and
-/// code the server gives).
-pub fn interrupted() -> ErrPacket {
-    ErrPacket::from_code(codes::QUERY_INTERRUPTED, b"Query execution was interrupted")
 }

@@ -64,7 +64,10 @@ impl Session {
             && self.slot.is_none()
             && self.place.is_none()
             && !self.state.needs_backend()
-            && self.state.status.contains(StatusFlags::SERVER_STATUS_AUTOCOMMIT)
+            && self
+                .state
+                .status
+                .contains(StatusFlags::SERVER_STATUS_AUTOCOMMIT)
             && !self.resets.pending()
     }
 
@@ -79,8 +82,8 @@ impl Session {
         // With a slot free, a batch saves a send but gives up running beside the others:
         // worth it only for statements that are short on average.
         let free = slots.has_free();
-        let short = slots.mean_service() * self.config.pipeline_depth
-            <= self.config.pipeline_max_delay;
+        let short =
+            slots.mean_service() * self.config.pipeline_depth <= self.config.pipeline_max_delay;
         if free && !short {
             self.reg.info.pipelined.store(false, Ordering::SeqCst);
             return Piped::Alone;
@@ -164,6 +167,7 @@ impl Session {
         };
         match baton {
             Ok(Baton::Run(chain)) => {
+                let chain = *chain;
                 self.last_served = Instant::now();
                 self.ctx.latency.queue_wait.record(queued.elapsed());
                 let Chain {
@@ -223,7 +227,7 @@ impl Session {
                 slot,
                 rest,
                 dirty,
-            } = chain;
+            } = *chain;
             self.take_backend(backend);
             self.slot = Some(slot);
             self.drop_answer().await;
@@ -276,7 +280,10 @@ impl Session {
                 // A state change nothing predicted, on a backend others' statements follow
                 // on: the backend is closed at the end of the batch, and the session lets go
                 // of a state it cannot keep.
-                tracing::warn!(client = self.reg.info.id, "a pipelined read changed session state; its backend closes after the batch");
+                tracing::warn!(
+                    client = self.reg.info.id,
+                    "a pipelined read changed session state; its backend closes after the batch"
+                );
                 self.state.unpin(PinReason::UntrackedState);
                 dirty = true;
             }
@@ -301,10 +308,11 @@ impl Session {
                 rest,
                 dirty,
             };
-            match next.tx.send(Baton::Run(chain)) {
+            match next.tx.send(Baton::Run(Box::new(chain))) {
                 Ok(()) => return,
                 // That member's session has ended: its answer is read and dropped here.
                 Err(Baton::Run(chain)) => {
+                    let chain = *chain;
                     rest = chain.rest;
                     self.take_backend(chain.backend);
                     self.slot = Some(chain.slot);

@@ -7,11 +7,11 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 use crate::conn::stream::FLUSH_THRESHOLD;
-use crate::registry::Interrupt;
 use crate::conn::{BackendConn, Error, PacketStream};
 use crate::protocol::{
     ok::strip_session_track, Feed, ResponseKind, ResponseSummary, ResponseTracker,
 };
+use crate::registry::Interrupt;
 
 /// Which side failed; they call for different recovery.
 #[derive(Debug)]
@@ -35,7 +35,6 @@ pub struct RelayOptions<'a> {
     /// instead of on the server, where the backend may be running another session's.
     pub interrupt: Option<&'a Interrupt>,
 }
-
 
 pub async fn relay(
     client: &mut PacketStream,

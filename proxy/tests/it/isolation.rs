@@ -368,11 +368,18 @@ async fn warnings_read_by_one_session_never_reach_the_next() {
     let proxy = start(cfg).await;
     let mut warned = connect(&proxy, None).await;
     let mut other = connect(&proxy, None).await;
-    let v: Option<i64> = warned.query_first("SELECT CAST('5z' AS SIGNED)").await.unwrap();
+    let v: Option<i64> = warned
+        .query_first("SELECT CAST('5z' AS SIGNED)")
+        .await
+        .unwrap();
     assert_eq!(v, Some(5));
     for _ in 0..2 {
         let own: Vec<(String, u32, String)> = warned.query("SHOW WARNINGS").await.unwrap();
-        assert_eq!(own.len(), 1, "its own warning, as often as it asks: {own:?}");
+        assert_eq!(
+            own.len(),
+            1,
+            "its own warning, as often as it asks: {own:?}"
+        );
     }
     let seen: Vec<(String, u32, String)> = other.query("SHOW WARNINGS").await.unwrap();
     assert!(seen.is_empty(), "another session's warnings: {seen:?}");

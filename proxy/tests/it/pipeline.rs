@@ -36,7 +36,10 @@ fn hold_slot(mut c: Conn, secs: f64) -> tokio::task::JoinHandle<Conn> {
 }
 
 async fn id_of(c: &mut Conn) -> u64 {
-    c.query_first("SELECT CONNECTION_ID()").await.unwrap().unwrap()
+    c.query_first("SELECT CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -49,7 +52,9 @@ async fn every_client_gets_its_own_answer_from_a_shared_backend() {
         .await
         .unwrap();
     setup
-        .query_drop("INSERT INTO t SELECT seq, REPEAT(CHAR(65 + seq % 26), seq % 3000) FROM seq_1_to_300")
+        .query_drop(
+            "INSERT INTO t SELECT seq, REPEAT(CHAR(65 + seq % 26), seq % 3000) FROM seq_1_to_300",
+        )
         .await
         .unwrap();
     // One client in another time zone: its reads must never batch with the others'.
@@ -57,7 +62,11 @@ async fn every_client_gets_its_own_answer_from_a_shared_backend() {
     zoned.query_drop("SET time_zone = '+05:00'").await.unwrap();
     let zoned_task = tokio::spawn(async move {
         for _ in 0..300 {
-            let tz: String = zoned.query_first("SELECT @@time_zone").await.unwrap().unwrap();
+            let tz: String = zoned
+                .query_first("SELECT @@time_zone")
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(tz, "+05:00");
         }
         zoned
@@ -81,7 +90,10 @@ async fn every_client_gets_its_own_answer_from_a_shared_backend() {
                     // Several rows.
                     2 => {
                         let rows: Vec<(u32, u32)> = c
-                            .query(format!("SELECT {client}, id FROM t WHERE id <= {}", i % 7 + 1))
+                            .query(format!(
+                                "SELECT {client}, id FROM t WHERE id <= {}",
+                                i % 7 + 1
+                            ))
                             .await
                             .unwrap();
                         assert_eq!(rows.len() as u32, i % 7 + 1);
@@ -130,7 +142,11 @@ async fn a_read_never_overtakes_a_statement_queued_before_it() {
     tokio::time::sleep(Duration::from_millis(150)).await;
     let mut leader = connect(&proxy, Some("t_pipe_fifo")).await;
     let leader_task = tokio::spawn(async move {
-        let n: i64 = leader.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
+        let n: i64 = leader
+            .query_first("SELECT COUNT(*) FROM t")
+            .await
+            .unwrap()
+            .unwrap();
         (leader, n)
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -141,11 +157,21 @@ async fn a_read_never_overtakes_a_statement_queued_before_it() {
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut reader = connect(&proxy, Some("t_pipe_fifo")).await;
-    let n: i64 = reader.query_first("SELECT COUNT(*) FROM t").await.unwrap().unwrap();
+    let n: i64 = reader
+        .query_first("SELECT COUNT(*) FROM t")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(n, 1, "the read queued after the INSERT saw it");
     let (leader, before) = leader_task.await.unwrap();
     assert_eq!(before, 0, "the read queued before the INSERT ran before it");
-    for c in [holder.await.unwrap(), writer_task.await.unwrap(), leader, reader, setup] {
+    for c in [
+        holder.await.unwrap(),
+        writer_task.await.unwrap(),
+        leader,
+        reader,
+        setup,
+    ] {
         c.disconnect().await.unwrap();
     }
     proxy.shutdown().await;
@@ -191,10 +217,23 @@ async fn kill_query_of_a_pipelined_read_interrupts_it_and_nothing_else() {
         .await
         .unwrap();
     let within = Duration::from_secs(30);
-    let (first, r1) = tokio::time::timeout(within, first_task).await.unwrap().unwrap();
-    let (mut victim, rv) = tokio::time::timeout(within, victim_task).await.unwrap().unwrap();
-    let (last, r3) = tokio::time::timeout(within, last_task).await.unwrap().unwrap();
-    assert_eq!(r1.unwrap(), Some(SLOW_SUM), "the read before the victim is whole");
+    let (first, r1) = tokio::time::timeout(within, first_task)
+        .await
+        .unwrap()
+        .unwrap();
+    let (mut victim, rv) = tokio::time::timeout(within, victim_task)
+        .await
+        .unwrap()
+        .unwrap();
+    let (last, r3) = tokio::time::timeout(within, last_task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        r1.unwrap(),
+        Some(SLOW_SUM),
+        "the read before the victim is whole"
+    );
     let err = rv.expect_err("the killed read fails");
     assert_eq!(code_of(&err), Some(1317), "{err}");
     assert_eq!(state_of(&err).as_deref(), Some("70100"));
@@ -227,9 +266,7 @@ async fn a_member_whose_client_vanished_harms_no_other() {
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
     let gone_task = tokio::spawn(async move {
-        let _: Result<Option<String>, _> = gone
-            .query_first("SELECT REPEAT('x', 2000000)")
-            .await;
+        let _: Result<Option<String>, _> = gone.query_first("SELECT REPEAT('x', 2000000)").await;
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
     let last_task = tokio::spawn(async move {
@@ -310,7 +347,10 @@ async fn pipelined_warnings_stay_with_their_session_or_are_dropped() {
     let mut clean = connect(&proxy, None).await;
     let mut warned_last = connect(&proxy, None).await;
     let a = tokio::spawn(async move {
-        let v: Option<i64> = warned.query_first("SELECT CAST('7x' AS SIGNED)").await.unwrap();
+        let v: Option<i64> = warned
+            .query_first("SELECT CAST('7x' AS SIGNED)")
+            .await
+            .unwrap();
         (warned, v)
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -320,7 +360,10 @@ async fn pipelined_warnings_stay_with_their_session_or_are_dropped() {
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
     let c = tokio::spawn(async move {
-        let v: Option<i64> = warned_last.query_first("SELECT CAST('9y' AS SIGNED)").await.unwrap();
+        let v: Option<i64> = warned_last
+            .query_first("SELECT CAST('9y' AS SIGNED)")
+            .await
+            .unwrap();
         (warned_last, v)
     });
     let (mut warned, va) = a.await.unwrap();
@@ -332,7 +375,10 @@ async fn pipelined_warnings_stay_with_their_session_or_are_dropped() {
     };
     // The last of the batch sees its own warning.
     let last: Vec<(String, u32, String)> = warned_last.query("SHOW WARNINGS").await.unwrap();
-    assert_eq!(shown(last), vec!["Truncated incorrect INTEGER value: '9y'".to_string()]);
+    assert_eq!(
+        shown(last),
+        vec!["Truncated incorrect INTEGER value: '9y'".to_string()]
+    );
     // The others see none: not their own (replaced on the backend), never another's.
     for c in [&mut warned, &mut clean] {
         let rows: Vec<(String, u32, String)> = c.query("SHOW WARNINGS").await.unwrap();
@@ -341,7 +387,15 @@ async fn pipelined_warnings_stay_with_their_session_or_are_dropped() {
             "another session's warning leaked: {rows:?}"
         );
     }
-    assert!(proxy.context().stats.pipeline.warnings_dropped.load(Relaxed) >= 1);
+    assert!(
+        proxy
+            .context()
+            .stats
+            .pipeline
+            .warnings_dropped
+            .load(Relaxed)
+            >= 1
+    );
     for c in [holder.await.unwrap(), warned, clean, warned_last] {
         c.disconnect().await.unwrap();
     }
