@@ -85,6 +85,23 @@ pub struct MovableState {
     pub multi_statements: bool,
 }
 
+/// 3: identical; 2: same variables, other schema; 1: replay needs only SETs; 0: needs a reset.
+pub fn replay_score(have: &MovableState, want: &MovableState) -> u8 {
+    let vars_equal = have.vars == want.vars;
+    if have == want {
+        3
+    } else if vars_equal && (want.schema.is_some() || have.schema.is_none()) {
+        // Includes "only the multi-statements option differs" (one COM_SET_OPTION).
+        2
+    } else if have.vars.keys().all(|k| want.vars.contains_key(k))
+        && (want.schema.is_some() || have.schema.is_none())
+    {
+        1
+    } else {
+        0
+    }
+}
+
 impl MovableState {
     /// Applies what one OK packet's session-state block reports.
     pub fn apply(&mut self, changes: &[SessionStateChange]) {

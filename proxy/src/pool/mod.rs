@@ -19,6 +19,7 @@ pub mod recycle;
 pub mod reset;
 pub mod slots;
 
+pub use crate::conn::backend::replay_score;
 pub use control::CheckError;
 pub use error::Error;
 pub use guard::PooledBackend;
@@ -578,23 +579,6 @@ fn take_best(b: &mut Backends, key: &PoolKey, want: &MovableState) -> Option<Bac
     let conn = list.swap_remove(best);
     b.idle_count -= 1;
     Some(conn)
-}
-
-/// 3: identical; 2: same variables, other schema; 1: replay needs only SETs; 0: needs a reset.
-pub fn replay_score(have: &MovableState, want: &MovableState) -> u8 {
-    let vars_equal = have.vars == want.vars;
-    if have == want {
-        3
-    } else if vars_equal && (want.schema.is_some() || have.schema.is_none()) {
-        // Includes "only the multi-statements option differs" (one COM_SET_OPTION).
-        2
-    } else if have.vars.keys().all(|k| want.vars.contains_key(k))
-        && (want.schema.is_some() || have.schema.is_none())
-    {
-        1
-    } else {
-        0
-    }
 }
 
 fn take_any_idle(b: &mut Backends) -> Option<BackendConn> {
