@@ -27,7 +27,7 @@ use tokio::sync::oneshot;
 use super::registry::ClientPhase;
 use super::state::Rules;
 use super::{Flow, Session, Step};
-use crate::classify::Classification;
+use crate::classify::{Classification, Effect};
 use crate::conn::backend::Health;
 use crate::pool::batches::{Baton, Chain, Member};
 use crate::protocol::{ResponseKind, StatusFlags};
@@ -57,7 +57,12 @@ impl Session {
             && kind == ResponseKind::Query
             && !self.config.uses_topology()
             && class.is_some_and(|c| {
-                c.read.is_replica_safe() && !c.multi_statement && c.min_gtid.is_none()
+                c.read.is_replica_safe()
+                    && !c.multi_statement
+                    && c.min_gtid.is_none()
+                    // A user variable a statement earlier in the batch might have set (through a
+                    // view's function, which nothing sees) would be read here.
+                    && !c.effects.iter().any(|e| matches!(e, Effect::UserVariableRead))
             })
             && rules.is_stateless()
             && self.backend.is_none()
@@ -84,7 +89,9 @@ impl Session {
         let free = slots.has_free();
         let short =
             slots.mean_service() * self.config.pipeline_depth <= self.config.pipeline_max_delay;
-        if free && !short {
+        // Alone on the server (nothing running, nothing queued: nobody to batch with), or
+        // statements too long to hold back: the statement runs on its own at once.
+        if free && (!short || slots.in_use() == 0) {
             self.reg.info.pipelined.store(false, Ordering::SeqCst);
             return Piped::Alone;
         }

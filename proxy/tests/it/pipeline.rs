@@ -35,6 +35,26 @@ fn hold_slot(mut c: Conn, secs: f64) -> tokio::task::JoinHandle<Conn> {
     })
 }
 
+/// What a queued read's task gives back: its connection, its result, and how long it took.
+type Read = tokio::task::JoinHandle<(Conn, Result<Option<i64>, mysql_async::Error>, Duration)>;
+
+/// Starts each `(connection, sql)` 50 ms after the previous one, so that the reads queue for
+/// the slot in this order (and, behind a held slot, form one batch).
+async fn queued_reads(reads: Vec<(Conn, &'static str)>) -> Vec<Read> {
+    let mut tasks = Vec::new();
+    for (mut c, sql) in reads {
+        if !tasks.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tasks.push(tokio::spawn(async move {
+            let at = Instant::now();
+            let r = c.query_first(sql).await;
+            (c, r, at.elapsed())
+        }));
+    }
+    tasks
+}
+
 async fn id_of(c: &mut Conn) -> u64 {
     c.query_first("SELECT CONNECTION_ID()")
         .await
@@ -177,58 +197,37 @@ async fn a_read_never_overtakes_a_statement_queued_before_it() {
     proxy.shutdown().await;
 }
 
-/// KILL QUERY of a read pipelined between two others: its client gets 1317, the others
-/// their full answers, and the server kills nothing (another session's statement may be
-/// running on that backend). The killed session goes on.
+/// KILL QUERY of a read pipelined between two others: its client gets 1317 at once, the
+/// others their full answers, and the server kills nothing (another session's statement may
+/// be running on that backend). The killed session goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_query_of_a_pipelined_read_interrupts_it_and_nothing_else() {
     fresh_db("t_pipe_kill").await;
     let db = Some("t_pipe_kill");
     let proxy = proxy(1).await;
-    let mut first = connect(&proxy, db).await;
+    let first = connect(&proxy, db).await;
     let mut victim = connect(&proxy, db).await;
-    let mut last = connect(&proxy, db).await;
+    let last = connect(&proxy, db).await;
     let mut killer = connect(&proxy, db).await;
     let victim_id = id_of(&mut victim).await;
     let holder = hold_slot(connect(&proxy, db).await, 0.8);
     tokio::time::sleep(Duration::from_millis(150)).await;
     let before = batches(&proxy);
-    let first_task = tokio::spawn(async move {
-        let at = Instant::now();
-        let r: Result<Option<i64>, _> = first.query_first(SLOW_READ).await;
-        eprintln!("the first read took {:?}", at.elapsed());
-        (first, r)
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let victim_task = tokio::spawn(async move {
-        let at = Instant::now();
-        let r: Result<Option<i64>, _> = victim.query_first(SLOW_READ).await;
-        eprintln!("the victim's read returned after {:?}", at.elapsed());
-        (victim, r)
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let last_task = tokio::spawn(async move {
-        let r: Result<Option<i64>, _> = last.query_first("SELECT 42").await;
-        (last, r)
-    });
+    let reads = vec![(first, SLOW_READ), (victim, SLOW_READ), (last, "SELECT 42")];
+    let mut reads = queued_reads(reads).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     killer
         .query_drop(format!("KILL QUERY {victim_id}"))
         .await
         .unwrap();
     let within = Duration::from_secs(30);
-    let (first, r1) = tokio::time::timeout(within, first_task)
-        .await
-        .unwrap()
-        .unwrap();
-    let (mut victim, rv) = tokio::time::timeout(within, victim_task)
-        .await
-        .unwrap()
-        .unwrap();
-    let (last, r3) = tokio::time::timeout(within, last_task)
-        .await
-        .unwrap()
-        .unwrap();
+    let mut done = Vec::new();
+    for r in reads.drain(..) {
+        done.push(tokio::time::timeout(within, r).await.unwrap().unwrap());
+    }
+    let [(first, r1, t1), (mut victim, rv, tv), (last, r3, _)]: [_; 3] =
+        done.try_into().ok().unwrap();
+    eprintln!("the victim got its answer after {tv:?}; the read before it took {t1:?}");
     assert_eq!(
         r1.unwrap(),
         Some(SLOW_SUM),
@@ -257,28 +256,21 @@ async fn a_member_whose_client_vanished_harms_no_other() {
     let proxy = proxy(1).await;
     let holder = hold_slot(connect(&proxy, None).await, 0.6);
     tokio::time::sleep(Duration::from_millis(150)).await;
-    let mut first = connect(&proxy, None).await;
-    let mut gone = connect(&proxy, None).await;
-    let mut last = connect(&proxy, None).await;
-    let first_task = tokio::spawn(async move {
-        let r: Option<i64> = first.query_first("SELECT 1").await.unwrap();
-        (first, r)
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let gone_task = tokio::spawn(async move {
-        let _: Result<Option<String>, _> = gone.query_first("SELECT REPEAT('x', 2000000)").await;
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let last_task = tokio::spawn(async move {
-        let r: Option<i64> = last.query_first("SELECT 3").await.unwrap();
-        (last, r)
-    });
+    let mut reads = queued_reads(vec![
+        (connect(&proxy, None).await, "SELECT 1"),
+        (
+            connect(&proxy, None).await,
+            "SELECT LENGTH(REPEAT('x', 2000000))",
+        ),
+        (connect(&proxy, None).await, "SELECT 3"),
+    ])
+    .await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     // Drops the connection mid-wait: its socket closes under the waiting member.
-    gone_task.abort();
-    let (first, r1) = first_task.await.unwrap();
-    let (last, r3) = last_task.await.unwrap();
-    assert_eq!((r1, r3), (Some(1), Some(3)));
+    reads[1].abort();
+    let (last, r3, _) = reads.pop().unwrap().await.unwrap();
+    let (first, r1, _) = reads.remove(0).await.unwrap();
+    assert_eq!((r1.unwrap(), r3.unwrap()), (Some(1), Some(3)));
     for c in [holder.await.unwrap(), first, last] {
         c.disconnect().await.unwrap();
     }
@@ -343,33 +335,19 @@ async fn pipelined_warnings_stay_with_their_session_or_are_dropped() {
     let proxy = proxy(1).await;
     let holder = hold_slot(connect(&proxy, None).await, 0.6);
     tokio::time::sleep(Duration::from_millis(150)).await;
-    let mut warned = connect(&proxy, None).await;
-    let mut clean = connect(&proxy, None).await;
-    let mut warned_last = connect(&proxy, None).await;
-    let a = tokio::spawn(async move {
-        let v: Option<i64> = warned
-            .query_first("SELECT CAST('7x' AS SIGNED)")
-            .await
-            .unwrap();
-        (warned, v)
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let b = tokio::spawn(async move {
-        let v: Option<i64> = clean.query_first("SELECT 8").await.unwrap();
-        (clean, v)
-    });
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let c = tokio::spawn(async move {
-        let v: Option<i64> = warned_last
-            .query_first("SELECT CAST('9y' AS SIGNED)")
-            .await
-            .unwrap();
-        (warned_last, v)
-    });
-    let (mut warned, va) = a.await.unwrap();
-    let (mut clean, vb) = b.await.unwrap();
-    let (mut warned_last, vc) = c.await.unwrap();
-    assert_eq!((va, vb, vc), (Some(7), Some(8), Some(9)));
+    let mut reads = queued_reads(vec![
+        (connect(&proxy, None).await, "SELECT CAST('7x' AS SIGNED)"),
+        (connect(&proxy, None).await, "SELECT 8"),
+        (connect(&proxy, None).await, "SELECT CAST('9y' AS SIGNED)"),
+    ])
+    .await;
+    let (mut warned_last, vc, _) = reads.pop().unwrap().await.unwrap();
+    let (mut clean, vb, _) = reads.pop().unwrap().await.unwrap();
+    let (mut warned, va, _) = reads.pop().unwrap().await.unwrap();
+    assert_eq!(
+        (va.unwrap(), vb.unwrap(), vc.unwrap()),
+        (Some(7), Some(8), Some(9))
+    );
     let shown = |rows: Vec<(String, u32, String)>| -> Vec<String> {
         rows.into_iter().map(|r| r.2).collect()
     };
