@@ -552,22 +552,29 @@ mod tests {
         );
     }
 
-    #[test]
-    fn several_rounds_give_pipelinings_ratio_round_by_round() {
-        let mut rep = with_serial();
+    /// A copy of every row as round 2, changed by `change`.
+    fn add_round_2(rep: &mut Report, change: impl Fn(&mut LevelResult)) {
         let second: Vec<LevelResult> = rep
             .rows
             .iter()
             .cloned()
             .map(|mut r| {
                 r.round = Some(2);
-                if r.target == SERIAL {
-                    r.cpu_us_per_query = r.cpu_us_per_query.map(|c| c / 2.0);
-                }
+                change(&mut r);
                 r
             })
             .collect();
         rep.rows.extend(second);
+    }
+
+    #[test]
+    fn several_rounds_give_pipelinings_ratio_round_by_round() {
+        let mut rep = with_serial();
+        add_round_2(&mut rep, |r| {
+            if r.target == SERIAL {
+                r.cpu_us_per_query = r.cpu_us_per_query.map(|c| c / 2.0);
+            }
+        });
         let mut out = String::new();
         overhead(&mut out, &rep);
         let lines: Vec<&str> = out.lines().collect();
@@ -583,19 +590,11 @@ mod tests {
     #[test]
     fn several_rounds_are_judged_each_on_its_own_with_their_range() {
         let mut rep = issue17();
-        let second: Vec<LevelResult> = rep
-            .rows
-            .iter()
-            .cloned()
-            .map(|mut r| {
-                r.round = Some(2);
-                r.cpu_us_per_query =
-                    r.cpu_us_per_query
-                        .map(|c| if r.target == "haproxy" { c * 1.25 } else { c });
-                r
-            })
-            .collect();
-        rep.rows.extend(second);
+        add_round_2(&mut rep, |r| {
+            if r.target == "haproxy" {
+                r.cpu_us_per_query = r.cpu_us_per_query.map(|c| c * 1.25);
+            }
+        });
         let mut out = String::new();
         overhead(&mut out, &rep);
         assert!(
