@@ -67,6 +67,9 @@ pub struct ClientInfo {
     /// a KILL QUERY interrupts it here (`interrupt`), never on the server.
     pub pipelined: std::sync::atomic::AtomicBool,
     pub interrupt: Interrupt,
+    /// Statements of this client that ran in a batch with other sessions' (the totals are
+    /// SHOW STATS' pipeline counters).
+    pub pipelined_statements: AtomicU64,
 }
 
 /// Set by KILL QUERY for a pipelined statement: the client gets ER_QUERY_INTERRUPTED in
@@ -218,6 +221,7 @@ impl Registry {
             kill: CancellationToken::new(),
             pipelined: std::sync::atomic::AtomicBool::new(false),
             interrupt: Interrupt::new(),
+            pipelined_statements: AtomicU64::new(0),
         });
         clients.insert(id, info.clone());
         Some(Registration {

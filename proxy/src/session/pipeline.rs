@@ -245,6 +245,10 @@ impl Session {
 
     /// Relays this statement's answer from the batch's backend, then hands the backend on.
     async fn answer(&mut self, rules: &Rules, rest: Rest, dirty: bool) -> Piped {
+        self.reg
+            .info
+            .pipelined_statements
+            .fetch_add(1, Ordering::Relaxed);
         let last = rest.len() == 0;
         if last {
             // Nothing of another session runs after it on this backend: a KILL may go to

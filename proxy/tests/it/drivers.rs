@@ -184,17 +184,23 @@ struct Stirrers {
 
 impl Stirrers {
     fn start(proxy: &ProxyHandle, n: usize) -> Stirrers {
+        let o = opts(proxy, "app", "secret", None);
+        Stirrers::start_with(o, n, "DO 1", std::time::Duration::from_millis(3))
+    }
+
+    /// `n` clients logged in with `o`, each running `sql` every `pause` until stopped.
+    fn start_with(o: Opts, n: usize, sql: &'static str, pause: std::time::Duration) -> Stirrers {
         let stop = Arc::new(AtomicBool::new(false));
         let tasks = (0..n)
             .map(|_| {
-                let (stop, o) = (stop.clone(), opts(proxy, "app", "secret", None));
+                let (stop, o) = (stop.clone(), o.clone());
                 tokio::spawn(async move {
                     let mut c = Conn::new(o).await.expect("a stirring client connects");
                     let mut n = 0;
                     while !stop.load(Ordering::Relaxed) {
-                        c.query_drop("DO 1").await.expect("a stirring statement");
+                        c.query_drop(sql).await.expect("a stirring statement");
                         n += 1;
-                        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+                        tokio::time::sleep(pause).await;
                     }
                     c.disconnect().await.expect("disconnect");
                     n
@@ -612,6 +618,65 @@ async fn mysql_async_sees_the_same_results_as_direct() {
         "mysql_async",
         &outputs,
         &expect,
+        &proxy,
+        &[PinReason::UserVariable, PinReason::TemporaryTable],
+    );
+    proxy.shutdown().await;
+}
+
+/// The same transcript at P=1, with clients of the same database and character set
+/// running reads all the time: the transcript's stateless reads queue behind theirs and are
+/// pipelined with them (its session's own count says so), and what mysql_async sees is
+/// still what it sees directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_async_sees_the_same_results_with_its_reads_pipelined() {
+    let db = "t_drv_mysql_async_pipe";
+    fresh_db(db).await;
+    let mut cfg = config(1);
+    // The transcript logs in as its own user (same backend account, so same pool key).
+    let mut tx = sluice::config::UserConfig::new("tx", "tx-pw");
+    tx.backend_user = cfg.users[0].backend_user.clone();
+    tx.backend_password = cfg.users[0].backend_password.clone();
+    cfg.users.push(tx);
+    let proxy = start(cfg).await;
+    let server_addr = backend_addr().parse().expect("the server's address");
+    let direct_opts = opts_at(server_addr, APP_USER, APP_PASSWORD, Some(db));
+    let direct_run = mysql_async_transcript(direct_opts.into()).await;
+    let pause = std::time::Duration::from_micros(200);
+    let readers = opts(&proxy, "app", "secret", Some(db));
+    let stirrers = Stirrers::start_with(readers, 6, "SELECT 1", pause);
+    // Keeps the transcript's session record, which its disconnect takes off the registry.
+    let ctx = proxy.context().clone();
+    let watching = Arc::new(AtomicBool::new(true));
+    let watch = watching.clone();
+    let watcher = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while watch.load(Ordering::Relaxed) {
+            if seen.is_empty() {
+                seen = ctx
+                    .registry
+                    .all()
+                    .into_iter()
+                    .filter(|c| c.user() == "tx")
+                    .collect();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        seen
+    });
+    let sluice_run = mysql_async_transcript(opts(&proxy, "tx", "tx-pw", Some(db))).await;
+    watching.store(false, Ordering::Relaxed);
+    stirrers.stop().await;
+    let sessions = watcher.await.unwrap();
+    assert_eq!(sessions.len(), 1, "the transcript's session was seen");
+    let own = sessions[0].pipelined_statements.load(Ordering::Relaxed);
+    eprintln!("mysql_async transcript at P=1 beside 6 readers: {own} of its statements pipelined");
+    assert!(own > 0, "the transcript's own reads were pipelined");
+    let outputs = [direct_run.join("\n"), sluice_run.join("\n")];
+    assert_same(
+        "mysql_async (pipelined)",
+        &outputs,
+        &["LAST_INSERT_ID() is the OK's true"],
         &proxy,
         &[PinReason::UserVariable, PinReason::TemporaryTable],
     );
