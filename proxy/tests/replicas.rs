@@ -7,34 +7,31 @@
 //! (`monitor`, SLAVE MONITOR only); the all-privileges account only drives the servers
 //! (delays, read_only, replication), as an operator would.
 
+mod common;
+use common::{blocking, cluster_with, WAIT};
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use dbkit::replication::{Threads, APP_PASSWORD, APP_USER, MONITOR_PASSWORD, MONITOR_USER};
-use dbkit::{Cluster, ClusterOptions};
+use dbkit::Cluster;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder};
 use sluice::config::{Endpoint, ReadWriteSplit, ReadYourWrites, Secret};
 use sluice::{Config, Proxy, ProxyHandle};
 
-const WAIT: Duration = Duration::from_secs(60);
-
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    tokio::task::block_in_place(f)
-}
-
-async fn cluster() -> Cluster {
-    let cluster = tokio::task::spawn_blocking(|| Cluster::start(ClusterOptions::default()))
-        .await
-        .expect("start task")
-        .unwrap_or_else(|e| panic!("cluster: {e}"));
-    blocking(|| {
-        cluster
-            .exec(0, "CREATE TABLE app.t (id INT PRIMARY KEY)")
-            .expect("create");
-        cluster.sync_replicas(WAIT).expect("sync");
-    });
-    cluster
+/// Inserts each id and reads it straight back through the same session: read-your-writes.
+async fn writes_read_back(c: &mut Conn, ids: std::ops::Range<i32>, lost: &str) {
+    for id in ids {
+        c.query_drop(format!("INSERT INTO t VALUES ({id})"))
+            .await
+            .expect("insert");
+        let got: Option<i32> = c
+            .query_first(format!("SELECT id FROM t WHERE id = {id}"))
+            .await
+            .expect("select");
+        assert_eq!(got, Some(id), "{lost} {id}");
+    }
 }
 
 /// sluice over every server of `cluster`, split on, a 100 ms monitor.
@@ -91,7 +88,7 @@ async fn server_id(conn: &mut Conn, sql: &str) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_go_to_replicas_and_everything_else_to_the_primary() {
-    let cluster = cluster().await;
+    let cluster = cluster_with(&[]).await;
     let proxy = start(&cluster, |_| {}).await;
     let primary = cluster.server_id(0);
     let replicas: BTreeSet<u32> = [cluster.server_id(1), cluster.server_id(2)].into();
@@ -176,7 +173,7 @@ async fn reads_go_to_replicas_and_everything_else_to_the_primary() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_reads_its_own_writes_from_delayed_replicas() {
-    let cluster = cluster().await;
+    let cluster = cluster_with(&[]).await;
     let proxy = start(&cluster, |_| {}).await;
     blocking(|| {
         for i in [1, 2] {
@@ -184,16 +181,7 @@ async fn a_session_reads_its_own_writes_from_delayed_replicas() {
         }
     });
     let mut c = client(&proxy).await;
-    for id in 0..1000 {
-        c.query_drop(format!("INSERT INTO t VALUES ({id})"))
-            .await
-            .expect("insert");
-        let got: Option<i32> = c
-            .query_first(format!("SELECT id FROM t WHERE id = {id}"))
-            .await
-            .expect("select");
-        assert_eq!(got, Some(id), "read-your-writes lost row {id}");
-    }
+    writes_read_back(&mut c, 0..1000, "read-your-writes lost row").await;
     assert!(
         proxy
             .context()
@@ -240,16 +228,7 @@ async fn a_session_reads_its_own_writes_from_delayed_replicas() {
     })
     .await;
     let mut c = client(&proxy).await;
-    for id in 20_000..20_200 {
-        c.query_drop(format!("INSERT INTO t VALUES ({id})"))
-            .await
-            .expect("insert");
-        let got: Option<i32> = c
-            .query_first(format!("SELECT id FROM t WHERE id = {id}"))
-            .await
-            .expect("select");
-        assert_eq!(got, Some(id), "wait mode lost row {id}");
-    }
+    writes_read_back(&mut c, 20_000..20_200, "wait mode lost row").await;
     let routed = proxy.context().stats.routed_snapshot();
     assert!(
         routed
@@ -263,7 +242,7 @@ async fn a_session_reads_its_own_writes_from_delayed_replicas() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_replicas_and_null_lag_take_no_reads() {
-    let cluster = cluster().await;
+    let cluster = cluster_with(&[]).await;
     let proxy = start(&cluster, |_| {}).await;
     let mut c = client(&proxy).await;
     // SQL thread stopped on replica 1, IO thread stopped (lag NULL) on replica 2 in turn.
@@ -289,7 +268,7 @@ async fn stopped_replicas_and_null_lag_take_no_reads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switchover_no_writer_and_split_brain() {
-    let mut cluster = cluster().await;
+    let mut cluster = cluster_with(&[]).await;
     let proxy = start(&cluster, |_| {}).await;
     let mut idle = client(&proxy).await;
     idle.query_drop("SET SESSION time_zone = '+02:00'")
@@ -386,7 +365,7 @@ async fn switchover_no_writer_and_split_brain() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replica_costs_no_read_errors() {
-    let mut cluster = cluster().await;
+    let mut cluster = cluster_with(&[]).await;
     let proxy = start(&cluster, |c| {
         c.pool_size = sluice::config::PoolSize::Fixed(8);
     })
@@ -441,7 +420,7 @@ async fn a_killed_replica_costs_no_read_errors() {
 /// its prepared statement, and its next write goes to the new writer once the monitor sees it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_writer_fails_its_running_statement_and_idle_sessions_follow_the_new_one() {
-    let mut cluster = cluster().await;
+    let mut cluster = cluster_with(&[]).await;
     let proxy = start(&cluster, |cfg| {
         cfg.writer_wait_timeout = Duration::from_secs(20);
     })

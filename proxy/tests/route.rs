@@ -7,11 +7,14 @@
 //! The monitor logs in with dbkit's monitor account (SLAVE MONITOR only), writes use the
 //! application account; neither is root.
 
+mod common;
+use common::{blocking, cluster_with, WAIT};
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use dbkit::replication::{Threads, APP_PASSWORD, APP_USER, MONITOR_PASSWORD, MONITOR_USER};
-use dbkit::{Cluster, ClusterOptions};
+use dbkit::Cluster;
 use sluice::classify::classify;
 use sluice::conn::backend::{BackendConn, BackendTarget, PoolKey};
 use sluice::protocol::request::query as query_payload;
@@ -22,7 +25,6 @@ use sluice::topology::{
 };
 use tokio::sync::watch;
 
-const WAIT: Duration = Duration::from_secs(60);
 const INTERVAL: Duration = Duration::from_millis(100);
 
 fn target(cluster: &Cluster, index: usize, user: &str, password: &str) -> BackendTarget {
@@ -35,10 +37,6 @@ fn target(cluster: &Cluster, index: usize, user: &str, password: &str) -> Backen
         tls: None,
         identity: Arc::default(),
     }
-}
-
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    tokio::task::block_in_place(f)
 }
 
 /// Waits (up to `WAIT`) for a snapshot that satisfies `pred`; panics with the last one.
@@ -105,16 +103,7 @@ async fn insert(cluster: &Cluster, index: usize, id: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_monitor_task_follows_a_real_cluster() {
-    let mut cluster = tokio::task::spawn_blocking(|| Cluster::start(ClusterOptions::default()))
-        .await
-        .expect("start task")
-        .unwrap_or_else(|e| panic!("cluster: {e}"));
-    blocking(|| {
-        cluster
-            .exec(0, "CREATE TABLE app.t (id INT PRIMARY KEY)")
-            .expect("create");
-        cluster.sync_replicas(WAIT).expect("sync");
-    });
+    let mut cluster = cluster_with(&[]).await;
     let settings = MonitorSettings {
         interval: INTERVAL,
         check_timeout: Duration::from_secs(5),

@@ -5,22 +5,19 @@
 //! sluice logs in to the servers with the cluster's application account and monitors them
 //! with its monitor account (SLAVE MONITOR only); neither is root.
 
+mod common;
+use common::{blocking, cluster_with, WAIT};
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use dbkit::replication::{Threads, APP_PASSWORD, APP_USER, MONITOR_PASSWORD, MONITOR_USER};
-use dbkit::{Cluster, ClusterOptions};
+use dbkit::Cluster;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder, Row};
 use sluice::config::{Endpoint, PoolSize, ReadWriteSplit, Secret, UserConfig};
 use sluice::{Config, Proxy, ProxyHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-const WAIT: Duration = Duration::from_secs(60);
-
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    tokio::task::block_in_place(f)
-}
 
 fn config(cluster: &Cluster) -> Config {
     let addrs: Vec<String> = (0..cluster.len())
@@ -143,19 +140,7 @@ fn sample(body: &str, name: &str, labels: &[&str]) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn show_servers_and_metrics_follow_roles_lag_exclusions_and_alerts() {
-    let cluster = tokio::task::spawn_blocking(|| Cluster::start(ClusterOptions::default()))
-        .await
-        .expect("start task")
-        .unwrap_or_else(|e| panic!("cluster: {e}"));
-    blocking(|| {
-        cluster
-            .exec(0, "CREATE TABLE app.t (id INT PRIMARY KEY)")
-            .expect("create");
-        cluster
-            .exec(0, "INSERT INTO app.t VALUES (1)")
-            .expect("insert");
-        cluster.sync_replicas(WAIT).expect("sync");
-    });
+    let cluster = cluster_with(&["INSERT INTO app.t VALUES (1)"]).await;
     let proxy = Proxy::bind(config(&cluster)).await.expect("sluice starts");
     let mut a = admin(&proxy).await;
 

@@ -6,6 +6,9 @@
 //! Every check logs in with dbkit's monitor account (SLAVE MONITOR only); writes use the
 //! application account (its own database only).
 
+mod common;
+use common::{blocking, cluster_with, WAIT};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +23,6 @@ use sluice::topology::{
     Limits, Memory, NoWriter, Observation, Role, Verdict,
 };
 
-const WAIT: Duration = Duration::from_secs(60);
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 const LIMITS: Limits = Limits {
     max_replica_lag: Duration::from_secs(1),
@@ -86,10 +88,6 @@ fn roles(observations: &[Observation], memory: &Memory) -> (Verdict, Vec<Role>, 
     (t.verdict, roles, t.memory)
 }
 
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    tokio::task::block_in_place(f)
-}
-
 /// Inserts `id` as the application on `index` through a sluice backend connection and
 /// returns the GTID its OK reported.
 async fn write(cluster: &Cluster, index: usize, id: u32) -> GtidPosition {
@@ -122,16 +120,7 @@ fn replica_status(o: &Observation) -> sluice::topology::ReplicaStatus {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_monitor_reads_real_replicas_through_delay_stop_and_failover() {
-    let mut cluster = tokio::task::spawn_blocking(|| Cluster::start(ClusterOptions::default()))
-        .await
-        .expect("start task")
-        .unwrap_or_else(|e| panic!("cluster: {e}"));
-    blocking(|| {
-        cluster
-            .exec(0, "CREATE TABLE app.t (id INT PRIMARY KEY)")
-            .expect("create");
-        cluster.sync_replicas(WAIT).expect("sync");
-    });
+    let mut cluster = cluster_with(&[]).await;
 
     // A healthy cluster: server ids, read_only, sources and positions as the servers say.
     let obs = observe_all(&cluster).await;
