@@ -365,12 +365,13 @@ impl Session {
         kind: ResponseKind,
         rewrite_stmt_id: Option<u32>,
     ) -> Result<Option<crate::protocol::ResponseSummary>, ClientCloseReason> {
-        let info = Arc::clone(&self.reg.info);
+        // Only a pipelined answer (sent already) may be interrupted here: no clone otherwise.
+        let info = packet.is_none().then(|| Arc::clone(&self.reg.info));
         let opts = RelayOptions {
             strip_session_track: !self.caps.contains(Capabilities::CLIENT_SESSION_TRACK),
             client_write_timeout: self.config.client_write_timeout,
             rewrite_stmt_id,
-            interrupt: packet.is_none().then_some(&info.interrupt),
+            interrupt: info.as_deref().map(|i| &i.interrupt),
         };
         let Some(backend) = self.backend.as_mut() else {
             return Ok(None);

@@ -475,6 +475,17 @@ async fn mysql_async_transcript(o: Opts) -> Vec<String> {
     let binary: mysql_async::Row = c.exec_first(TYPES, ()).await.unwrap().unwrap();
     out.push(format!("types text {:?}", values(text)));
     out.push(format!("types binary {:?}", values(binary)));
+    // Plain reads in the login's state: the ones a busy sluice pipelines with others'.
+    let mut plain = Vec::new();
+    for i in 0..20 {
+        let row: (i64, String) = c
+            .query_first(format!("SELECT {i} * 3, CONCAT('r', {i})"))
+            .await
+            .unwrap()
+            .unwrap();
+        plain.push(format!("{}={}", row.0, row.1));
+    }
+    out.push(format!("plain reads {}", plain.join(" ")));
     c.query_drop(
         "CREATE TABLE ma_t (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(20), v DECIMAL(10,2))",
     )
