@@ -32,7 +32,7 @@ pub use replicas::{PrimaryReads, ReadWriteSplit, ReadYourWrites};
 pub use settings::{setting, FileConfig, SettingArgs, SettingDoc, SETTINGS};
 pub use values::{
     format_duration, parse_bytes, parse_duration, AuthPluginName, BackendLimit, BackendTlsMode,
-    LogFormat, PoolSize, Secret,
+    LogFormat, PoolSize, Secret, ServerCpus,
 };
 
 use settings::{apply, is_scalar, render};
@@ -117,6 +117,8 @@ pub struct Config {
     pub pipeline_depth: u32,
     /// How long batching may hold back a read that would find a free slot.
     pub pipeline_max_delay: Duration,
+    /// The backend server's CPUs, which tell pipelining when the server is saturated.
+    pub server_cpus: ServerCpus,
     pub max_queue_wait: Option<Duration>,
     pub backend_down_wait: Duration,
     pub connect_timeout: Duration,
@@ -389,6 +391,7 @@ impl Config {
             pin_wait: Duration::ZERO,
             pipeline_depth: 0,
             pipeline_max_delay: Duration::ZERO,
+            server_cpus: ServerCpus::Auto,
             max_queue_wait: None,
             backend_down_wait: Duration::ZERO,
             connect_timeout: Duration::ZERO,

@@ -243,6 +243,14 @@ impl Collector for SluiceCollector {
                 i64::from(n),
             )?;
         }
+        if let Some(n) = ctx.pool.slots().server_cpus(ctx.config().server_cpus) {
+            gauge(
+                &mut e,
+                "server_cpus",
+                "The backend's CPUs (server_cpus), which tell pipelining when it is saturated",
+                i64::from(n),
+            )?;
+        }
         gauge(
             &mut e,
             "backend_up",

@@ -116,6 +116,8 @@ pub fn pools(ctx: &Context) -> Table {
         ("max_wait_ms", Int),
         ("pool_mode", Text),
         ("limit_reason", Text),
+        ("server_cpus", Int),
+        ("server_cpus_from", Text),
     ]);
     // The mode is the config's, so it is right from the first moment; the driver's status
     // comes with its first tick.
@@ -135,6 +137,12 @@ pub fn pools(ctx: &Context) -> Table {
             crate::pool::limits::ASSUMED_SERVER_MAX
         )
         .into(),
+    };
+    let cpus: Cell = ctx.pool.slots().server_cpus(config.server_cpus).into();
+    let cpus_from: Cell = match (config.server_cpus, ctx.pool.slots().reported_cpus()) {
+        (crate::config::ServerCpus::Fixed(_), _) => "config".into(),
+        (_, Some(_)) => "auto: server thread_pool_size".into(),
+        (_, None) => "auto: unknown (the server does not say, or not read yet)".into(),
     };
     let by: Vec<String> = snap
         .pinned_by
@@ -166,6 +174,8 @@ pub fn pools(ctx: &Context) -> Table {
             max_wait_ms.into(),
             mode.into(),
             reason.clone(),
+            cpus.clone(),
+            cpus_from.clone(),
         ]);
     };
     if groups.is_empty() {

@@ -148,7 +148,9 @@ settings! {
     pipeline_depth, "SLUICE_PIPELINE_DEPTH", "--pipeline-depth", "8", "statements", true,
         "Pipelining: up to this many autocommit reads of different sessions that the classifier proves stateless (replica-safe, no CONNECTION_ID() or LAST_INSERT_ID() to present, nothing that pins) and that share the backend account and session state are written to one backend connection at once and answered in order. Each client still gets its own answer, relayed with its own write timeout; a member only joins a batch while nobody else has queued for a slot since its leader did, so FIFO order holds. A KILL QUERY of a pipelined statement ends its answer with 1317 (Query execution was interrupted) without touching the server, where another session's statement may be running. Saves one send to the server and one server wake-up per statement; a read that raised warnings and was not the batch's last loses them (SHOW WARNINGS then finds none, as when every pinned place is taken). One server only (with `servers` or the split on, statements run one at a time). 1: off.";
     pipeline_max_delay, "SLUICE_PIPELINE_MAX_DELAY", "--pipeline-max-delay", "1ms", "duration", true,
-        "A read that would find an execution slot free runs at once on a backend of its own, beside the others; it joins a batch instead only while pipeline_depth x the pool's mean statement time stays below this, so that pipelining never holds a statement back by much more than this to save its send. Reads that would queue for a slot join whatever this says. 0: pipeline only reads that would queue.";
+        "A read that would find an execution slot free runs at once on a backend of its own, beside the others; it joins a batch instead only while pipeline_depth x the server time of one statement stays below this, so that pipelining never holds a statement back by much more than this to save its send. One statement's server time is the pool's mean statement time, divided by how many statements share each server CPU when sluice runs more of them than the server has CPUs (`server_cpus`). Reads that would queue for a slot join whatever this says. 0: pipeline only reads that would queue.";
+    server_cpus, "SLUICE_SERVER_CPUS", "--server-cpus", "auto", "CPUs", true,
+        "How many CPUs the backend server runs statements on. With more statements running than that, each waits for a CPU inside the server anyway, so pipelining batches short reads even with an execution slot free (see pipeline_max_delay): the same work with fewer sends and server wake-ups. `auto`: MariaDB's @@thread_pool_size, which is its CPU count (the ones it may run on), read with max_connections; MySQL does not say, so there `auto` means unknown, and reads with a slot free batch only when the mean statement time alone is short. SHOW POOLS shows the value in force.";
     pin_wait, "SLUICE_PIN_WAIT", "--pin-wait", "2s", "duration", true,
         "A statement that would pin its session to a backend (CREATE TEMPORARY TABLE, SET @var, GET_LOCK, PREPARE, LOCK TABLES, ...) while max_backend_connections - pool_size sessions are pinned already waits this long for one of them to end, then gets error 9005 (HY000) naming the cap and the pinned sessions by reason. The statement does not run, so nothing is lost; the session stays usable and unpinned. 0: refuse at once.";
     backend_down_wait, "SLUICE_BACKEND_DOWN_WAIT", "--backend-down-wait", "10s", "duration", true,
@@ -263,6 +265,7 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
         }
         "pipeline_depth" => cfg.pipeline_depth = parse_u32(raw)?,
         "pipeline_max_delay" => cfg.pipeline_max_delay = parse_duration(raw)?,
+        "server_cpus" => cfg.server_cpus = raw.parse()?,
         "pin_wait" => cfg.pin_wait = parse_duration(raw)?,
         "backend_down_wait" => cfg.backend_down_wait = parse_duration(raw)?,
         "connect_timeout" => cfg.connect_timeout = parse_duration(raw)?,
@@ -347,6 +350,10 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "max_queue_wait" => cfg.max_queue_wait.and_then(d),
         "pipeline_depth" => n(cfg.pipeline_depth),
         "pipeline_max_delay" => d(cfg.pipeline_max_delay),
+        "server_cpus" => match cfg.server_cpus {
+            super::ServerCpus::Fixed(x) => n(x),
+            super::ServerCpus::Auto => s("auto".into()),
+        },
         "pin_wait" => d(cfg.pin_wait),
         "backend_down_wait" => d(cfg.backend_down_wait),
         "connect_timeout" => d(cfg.connect_timeout),

@@ -376,6 +376,10 @@ fn value_parsers() {
     assert!("many".parse::<BackendLimit>().is_err());
     assert_eq!(BackendLimit::Fixed(2).max(4), BackendLimit::Fixed(4));
     assert_eq!(BackendLimit::Auto.max(4), BackendLimit::Auto);
+    assert_eq!("auto".parse::<ServerCpus>(), Ok(ServerCpus::Auto));
+    assert_eq!("16".parse::<ServerCpus>(), Ok(ServerCpus::Fixed(16)));
+    // No server runs statements on no CPU.
+    assert!("0".parse::<ServerCpus>().unwrap_err().contains("number of CPUs"));
     assert_eq!(
         "caching_sha2_password".parse(),
         Ok(AuthPluginName::CachingSha2)
@@ -469,6 +473,7 @@ fn every_flag_reaches_the_config() {
         "path" => "/x",
         "statements" | "connections" => "5",
         "failures" => "7",
+        "CPUs" => "6",
         "id" => "7",
         "off|on" => "on",
         "never|fallback|always" => "always",

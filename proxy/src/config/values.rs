@@ -130,6 +130,40 @@ impl fmt::Display for BackendLimit {
     }
 }
 
+/// How many CPUs the backend server runs statements on (`server_cpus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerCpus {
+    /// Read from the server where it says (MariaDB's `@@thread_pool_size`); unknown elsewhere.
+    Auto,
+    /// A fixed number (at least 1).
+    Fixed(u32),
+}
+
+impl FromStr for ServerCpus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(ServerCpus::Auto);
+        }
+        match s.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(ServerCpus::Fixed(n)),
+            _ => Err(format!(
+                "expected a number of CPUs such as 8, or \"auto\" (read from the server); got {s:?}"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for ServerCpus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServerCpus::Fixed(n) => write!(f, "{n}"),
+            ServerCpus::Auto => f.write_str("auto"),
+        }
+    }
+}
+
 /// The MySQL authentication plugins sluice speaks to clients and backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthPluginName {

@@ -6,6 +6,10 @@
 //! clients, monitoring and sluice's own control connections. The value is read on the first
 //! backend connection sluice opens (at start, or at first contact when sluice started before
 //! its server); until then MySQL's default is assumed.
+//!
+//! The same connection reads the server's CPU count where the server tells it (MariaDB's
+//! `@@thread_pool_size`, which is its CPU count unless set by hand), for `server_cpus = auto`:
+//! pipelining needs it to tell when the server runs more statements than it has CPUs.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -109,7 +113,7 @@ impl Pool {
                 _ => *learned = Learned::Reading,
             }
         }
-        let read = read_max_connections(conn).await;
+        let read = read_number(conn, b"SELECT @@GLOBAL.max_connections").await;
         let value = match &read {
             Ok(Some(n)) if *n > 0 => Some(*n),
             _ => None,
@@ -139,15 +143,21 @@ impl Pool {
                  = auto assumes {ASSUMED_SERVER_MAX}"
             ),
         }
-        read.map(|_| ())
+        read?;
+        // MySQL has no such variable and answers 1193: the CPUs stay unknown there.
+        let cpus = read_number(conn, b"SELECT @@GLOBAL.thread_pool_size").await?;
+        if let Some(cpus) = cpus.filter(|&n| n > 0) {
+            tracing::info!(server_cpus = cpus, "read the backend's CPU count (thread_pool_size)");
+            self.slots().set_reported_cpus(cpus);
+        }
+        Ok(())
     }
 }
 
-/// `SELECT @@GLOBAL.max_connections` on `conn`: the value, or `None` if the server refused
-/// the query or answered something that is not a number.
-async fn read_max_connections(conn: &mut BackendConn) -> Result<Option<u32>, conn::Error> {
-    conn.stream
-        .queue_packet(0, &query_payload(b"SELECT @@GLOBAL.max_connections"));
+/// Runs `sql`, a one-value SELECT, on `conn`: the value, or `None` if the server refused the
+/// query or answered something that is not a number.
+async fn read_number(conn: &mut BackendConn, sql: &[u8]) -> Result<Option<u32>, conn::Error> {
+    conn.stream.queue_packet(0, &query_payload(sql));
     conn.stream.flush(None).await?;
     let mut tracker = ResponseTracker::new(ResponseKind::Query, conn.caps);
     let mut value = None;

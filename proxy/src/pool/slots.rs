@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::config::ServerCpus;
+
 pub struct Slots {
     sem: Arc<Semaphore>,
     size: AtomicU32,
@@ -21,6 +23,8 @@ pub struct Slots {
     max_wait_us: AtomicU64,
     /// Moving average of how long a statement holds its slot (µs), for admission control.
     service_us: AtomicU64,
+    /// The server's CPUs as it reported them (`server_cpus = auto`); 0 until known.
+    reported_cpus: AtomicU32,
     /// Since the last `take_window`: statements finished, their summed backend time, and
     /// the highest queue and slot use seen (what `pool_size = auto` learns from).
     window_done: AtomicU64,
@@ -87,6 +91,7 @@ impl Slots {
             arrivals: AtomicU64::new(0),
             max_wait_us: AtomicU64::new(0),
             service_us: AtomicU64::new(0),
+            reported_cpus: AtomicU32::new(0),
             window_done: AtomicU64::new(0),
             window_busy_us: AtomicU64::new(0),
             window_peak_waiting: AtomicUsize::new(0),
@@ -181,6 +186,34 @@ impl Slots {
     /// The moving average of how long a statement holds its slot.
     pub fn mean_service(&self) -> Duration {
         Duration::from_micros(self.service_us.load(Ordering::Relaxed))
+    }
+    /// The server's own CPU count, once a backend connection has read it.
+    pub fn reported_cpus(&self) -> Option<u32> {
+        Some(self.reported_cpus.load(Ordering::Relaxed)).filter(|&n| n > 0)
+    }
+    pub fn set_reported_cpus(&self, cpus: u32) {
+        self.reported_cpus.store(cpus, Ordering::Relaxed);
+    }
+    /// `server_cpus` in force: the configured number, or with `auto` what the server said.
+    pub fn server_cpus(&self, configured: ServerCpus) -> Option<u32> {
+        match configured {
+            ServerCpus::Fixed(n) => Some(n),
+            ServerCpus::Auto => self.reported_cpus(),
+        }
+    }
+    /// The server time one statement takes, on average. The mean slot time counts the
+    /// wait for a CPU inside the server too: with `n` statements running on `cpus` CPUs
+    /// (n > cpus) each gets cpus/n of one, so one statement's own time is that share of its
+    /// slot time (Little's law). With the CPUs unknown, the slot time itself.
+    pub fn statement_cost(&self, cpus: Option<u32>) -> Duration {
+        let mean = self.mean_service();
+        match cpus {
+            Some(cpus) if cpus > 0 => {
+                let running = self.in_use().max(cpus);
+                mean * cpus / running
+            }
+            _ => mean,
+        }
     }
     pub fn take_max_wait(&self) -> Duration {
         Duration::from_micros(self.max_wait_us.swap(0, Ordering::Relaxed))
@@ -309,6 +342,27 @@ mod tests {
         let _b = slots.acquire(Duration::from_secs(1)).await.unwrap();
         // Full, nobody queued: one service time shared by two slots.
         assert_eq!(slots.expected_wait(), Duration::from_millis(5));
+    }
+
+    #[tokio::test]
+    async fn a_statement_costs_its_share_of_the_server_cpus_it_waits_for() {
+        let slots = Slots::new(64);
+        slots.record_service(Duration::from_millis(8));
+        let mut held = Vec::new();
+        for _ in 0..8 {
+            held.push(slots.acquire(Duration::from_secs(1)).await.unwrap());
+        }
+        // Unknown CPUs: the slot time itself.
+        assert_eq!(slots.statement_cost(None), Duration::from_millis(8));
+        // 8 statements on 2 CPUs: each got a quarter of one for its 8 ms.
+        assert_eq!(slots.statement_cost(Some(2)), Duration::from_millis(2));
+        // More CPUs than statements: nothing waited for a CPU.
+        assert_eq!(slots.statement_cost(Some(16)), Duration::from_millis(8));
+        assert_eq!(slots.reported_cpus(), None);
+        assert_eq!(slots.server_cpus(ServerCpus::Auto), None);
+        slots.set_reported_cpus(4);
+        assert_eq!(slots.server_cpus(ServerCpus::Auto), Some(4));
+        assert_eq!(slots.server_cpus(ServerCpus::Fixed(3)), Some(3));
     }
 
     #[test]

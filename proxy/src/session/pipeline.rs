@@ -17,6 +17,10 @@
 //!   since nothing runs after it there.
 //! - If the backend fails, every member whose answer had not begun runs again on its own:
 //!   they are reads, and their clients have seen nothing.
+//!
+//! When a read that finds a slot free batches anyway: only while its batch would hold it
+//! back by less than `pipeline_max_delay`, counting each statement's own server time
+//! (`Slots::statement_cost`), not the wait for a CPU it would have inside the server too.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -85,10 +89,13 @@ impl Session {
         self.reg.info.interrupt.clear();
         self.reg.info.pipelined.store(true, Ordering::SeqCst);
         // With a slot free, a batch saves a send but gives up running beside the others:
-        // worth it only for statements that are short on average.
+        // worth it only for statements that are short on average. What counts is their own
+        // server time: on a server running more statements than it has CPUs, most of a
+        // statement's slot time is the wait for a CPU, which it would spend in a batch too.
         let free = slots.has_free();
-        let short =
-            slots.mean_service() * self.config.pipeline_depth <= self.config.pipeline_max_delay;
+        let cpus = slots.server_cpus(self.config.server_cpus);
+        let short = slots.statement_cost(cpus) * self.config.pipeline_depth
+            <= self.config.pipeline_max_delay;
         // Alone on the server (nothing running, nothing queued: nobody to batch with), or
         // statements too long to hold back: the statement runs on its own at once.
         if free && (!short || slots.in_use() == 0) {
