@@ -55,6 +55,8 @@ pub struct Chain {
     /// A statement of the batch changed session state nothing predicted: the backend is
     /// closed once the batch is over, never pooled.
     pub dirty: bool,
+    /// When the batch was written: each member's statement time counts from here.
+    pub sent: std::time::Instant,
 }
 
 /// A pool's open batches (those whose leader has not written them yet).

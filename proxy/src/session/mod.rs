@@ -95,6 +95,9 @@ pub struct Session {
     retry_read: bool,
     /// Set by the relay when it did so.
     read_retry_now: bool,
+    /// A pipelined statement's answer: when its batch was written, which is where its
+    /// statement time starts (the relay starts only once the answers before it are read).
+    sent_at: Option<Instant>,
     /// `read_your_writes = wait`: the position the chosen replica must reach first.
     gtid_wait: Option<crate::topology::GtidPosition>,
 }
@@ -196,6 +199,7 @@ impl Session {
             avoid: None,
             retry_read: false,
             read_retry_now: false,
+            sent_at: None,
             gtid_wait: None,
         }
     }
@@ -399,7 +403,8 @@ impl Session {
         };
         let took = started.elapsed();
         self.ctx.latency.backend_time.record(took);
-        self.pool().slots().record_service(took);
+        let since = self.sent_at.take().unwrap_or(started);
+        self.pool().slots().record_service(since.elapsed());
         self.ctx.stats.bytes_to_clients.fetch_add(
             self.client.bytes_written() + self.client.queued() as u64 - written,
             Ordering::Relaxed,

@@ -94,8 +94,9 @@ impl Session {
         // statement's slot time is the wait for a CPU, which it would spend in a batch too.
         let free = slots.has_free();
         let cpus = slots.server_cpus(self.config.server_cpus);
-        let short = slots.statement_cost(cpus) * self.config.pipeline_depth
-            <= self.config.pipeline_max_delay;
+        let max_delay = self.config.pipeline_max_delay;
+        let short = !max_delay.is_zero()
+            && slots.statement_cost(cpus) * self.config.pipeline_depth <= max_delay;
         // Alone on the server (nothing running, nothing queued: nobody to batch with), or
         // statements too long to hold back: the statement runs on its own at once.
         if free && (!short || slots.in_use() == 0) {
@@ -137,6 +138,7 @@ impl Session {
             b.stream.queue_raw(&m.packet);
         }
         b.health = Health::Broken;
+        let sent = Instant::now();
         if b.stream.flush(None).await.is_err() {
             // Nothing was answered: every statement of the batch runs again on its own.
             self.add_retries(members.len() + 1);
@@ -145,7 +147,7 @@ impl Session {
             self.reg.info.pipelined.store(false, Ordering::SeqCst);
             return Piped::Alone;
         }
-        self.answer(rules, members.into_iter(), false).await
+        self.answer(rules, members.into_iter(), false, sent).await
     }
 
     /// A leader nobody joined runs its statement on the slot and backend it holds, as
@@ -189,10 +191,11 @@ impl Session {
                     slot,
                     rest,
                     dirty,
+                    sent,
                 } = chain;
                 self.take_backend(backend);
                 self.slot = Some(slot);
-                self.answer(rules, rest, dirty).await
+                self.answer(rules, rest, dirty, sent).await
             }
             Ok(Baton::Fail(err)) => {
                 self.reg.info.pipelined.store(false, Ordering::SeqCst);
@@ -241,17 +244,19 @@ impl Session {
                 slot,
                 rest,
                 dirty,
+                sent,
             } = *chain;
             self.take_backend(backend);
             self.slot = Some(slot);
             self.drop_answer().await;
-            self.hand_on(rest, dirty).await;
+            self.hand_on(rest, dirty, sent).await;
         }
         Piped::Done(Ok(Flow::Continue))
     }
 
     /// Relays this statement's answer from the batch's backend, then hands the backend on.
-    async fn answer(&mut self, rules: &Rules, rest: Rest, dirty: bool) -> Piped {
+    /// `sent`: when the batch was written.
+    async fn answer(&mut self, rules: &Rules, rest: Rest, dirty: bool, sent: Instant) -> Piped {
         self.reg
             .info
             .pipelined_statements
@@ -266,7 +271,9 @@ impl Session {
             Stats::incr(&self.ctx.stats.pipeline.interrupts);
         }
         self.retry_read = true;
+        self.sent_at = Some(sent);
         let relayed = self.relay_on_backend(None, ResponseKind::Query, None).await;
+        self.sent_at = None;
         self.retry_read = false;
         self.reg.info.pipelined.store(false, Ordering::SeqCst);
         let retry = std::mem::take(&mut self.read_retry_now);
@@ -277,7 +284,7 @@ impl Session {
                 return Piped::Done(Err(reason));
             }
             Ok(None) => {
-                self.hand_on(rest, dirty).await;
+                self.hand_on(rest, dirty, sent).await;
                 return if retry {
                     self.add_retries(1);
                     Piped::Alone
@@ -306,13 +313,13 @@ impl Session {
                 dirty = true;
             }
         }
-        self.hand_on(rest, dirty).await;
+        self.hand_on(rest, dirty, sent).await;
         Piped::Done(Ok(flow))
     }
 
     /// Gives the backend and slot to the next member whose session still waits; the last
     /// statement's session gives them back to the pool.
-    async fn hand_on(&mut self, mut rest: Rest, dirty: bool) {
+    async fn hand_on(&mut self, mut rest: Rest, dirty: bool, sent: Instant) {
         while let Some(next) = rest.next() {
             let (Some(backend), Some(slot)) = (self.backend.take(), self.slot.take()) else {
                 // The backend failed: the members left run on their own (their senders
@@ -325,6 +332,7 @@ impl Session {
                 slot,
                 rest,
                 dirty,
+                sent,
             };
             match next.tx.send(Baton::Run(Box::new(chain))) {
                 Ok(()) => return,

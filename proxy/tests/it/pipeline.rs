@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::*;
 use mysql_async::Conn;
-use sluice::ProxyHandle;
+use sluice::config::ServerCpus;
+use sluice::{Config, ProxyHandle};
 
 use crate::harness::*;
 
@@ -377,5 +378,100 @@ async fn pipelined_warnings_stay_with_their_session_or_are_dropped() {
     for c in [holder.await.unwrap(), warned, clean, warned_last] {
         c.disconnect().await.unwrap();
     }
+    proxy.shutdown().await;
+}
+
+/// With a slot free, a read batches only while the batch holds it back by less than
+/// pipeline_max_delay, counting one statement's own server time: the mean statement time
+/// shared among the statements running on each of the server's CPUs (`server_cpus`).
+/// 24 clients read as fast as they can through 32 slots, so a slot is always free, while
+/// the test switches the settings under them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_server_gets_batches_even_with_slots_free() {
+    let settings = |cpus: u32, max_delay: Duration| {
+        let mut cfg = config(32);
+        cfg.pipeline_depth = 8;
+        cfg.server_cpus = ServerCpus::Fixed(cpus);
+        cfg.pipeline_max_delay = max_delay;
+        cfg
+    };
+    let proxy = start(settings(32, Duration::ZERO)).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for client in 0..24u64 {
+        let mut c = connect(&proxy, None).await;
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Relaxed) {
+                let v: u64 = c
+                    .query_first(format!("SELECT {client} * 1000000 + {n}"))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(v, client * 1_000_000 + n, "every answer is the client's own");
+                n += 1;
+            }
+            c.disconnect().await.unwrap();
+            n
+        }));
+    }
+    // Batches formed over a phase's second half (the first lets the mean settle).
+    let phase = |cfg: Config| {
+        let proxy = &proxy;
+        async move {
+            proxy.context().replace_config(cfg);
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            let before = batches(proxy);
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            batches(proxy) - before
+        }
+    };
+    // pipeline_max_delay = 0: only reads that would queue batch, so none here.
+    assert_eq!(phase(settings(32, Duration::ZERO)).await, 0);
+    let mean = proxy.context().pool.slots().mean_service();
+    // Between 8 x one statement's slot time and 8 x its share of one CPU among the ~24
+    // running: two slot times.
+    let max_delay = mean * 2;
+    let one_cpu = phase(settings(1, max_delay)).await;
+    let many_cpus = phase(settings(32, max_delay)).await;
+    let one_cpu_again = phase(settings(1, max_delay)).await;
+    stop.store(true, Relaxed);
+    for t in tasks {
+        assert!(t.await.unwrap() > 0, "every client was served");
+    }
+    eprintln!(
+        "24 clients at P=32, mean statement {mean:?}, pipeline_max_delay {max_delay:?}: \
+         {one_cpu} then {one_cpu_again} batches with server_cpus = 1, {many_cpus} with 32"
+    );
+    assert!(
+        one_cpu > 0 && one_cpu_again > 0,
+        "one CPU for 24 statements: reads batch with slots free"
+    );
+    assert!(
+        many_cpus * 10 < one_cpu.min(one_cpu_again),
+        "more CPUs than statements: each statement's time is its slot time, too long to batch"
+    );
+    proxy.shutdown().await;
+}
+
+/// `server_cpus = auto` on MariaDB is its @@thread_pool_size, read on the first backend
+/// connection with max_connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_cpus_auto_reads_the_servers_cpu_count() {
+    let mut direct = direct(None).await;
+    let cpus: u32 = direct
+        .query_first("SELECT @@GLOBAL.thread_pool_size")
+        .await
+        .unwrap()
+        .unwrap();
+    direct.disconnect().await.unwrap();
+    let proxy = proxy(2).await;
+    let mut c = connect(&proxy, None).await;
+    c.query_drop("DO 1").await.unwrap();
+    let slots = proxy.context().pool.slots();
+    assert_eq!(slots.reported_cpus(), Some(cpus));
+    assert_eq!(slots.server_cpus(ServerCpus::Auto), Some(cpus));
+    c.disconnect().await.unwrap();
     proxy.shutdown().await;
 }
