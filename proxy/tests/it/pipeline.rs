@@ -3,7 +3,9 @@
 //! never pipelined, so that the reads queued behind it form one batch whose make-up the
 //! test knows, then checks what each client got.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::*;
@@ -51,6 +53,35 @@ async fn queued_reads(reads: Vec<(Conn, &'static str)>) -> Vec<Read> {
             let at = Instant::now();
             let r = c.query_first(sql).await;
             (c, r, at.elapsed())
+        }));
+    }
+    tasks
+}
+
+/// `clients` connections reading as fast as they can until `stop`, each checking that every
+/// answer is its own; each task gives back how many reads it made.
+async fn readers(
+    proxy: &ProxyHandle,
+    clients: u64,
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<u64>> {
+    let mut tasks = Vec::new();
+    for client in 0..clients {
+        let mut c = connect(proxy, None).await;
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Relaxed) {
+                let v: u64 = c
+                    .query_first(format!("SELECT {client} * 1000000 + {n}"))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(v, client * 1_000_000 + n, "every answer is the client's own");
+                n += 1;
+            }
+            c.disconnect().await.unwrap();
+            n
         }));
     }
     tasks
@@ -285,26 +316,8 @@ async fn a_member_whose_client_vanished_harms_no_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_load_keeps_every_client_served() {
     let proxy = proxy(2).await;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for client in 0..64u64 {
-        let mut c = connect(&proxy, None).await;
-        let stop = stop.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut n = 0u64;
-            while !stop.load(Relaxed) {
-                let v: u64 = c
-                    .query_first(format!("SELECT {client} * 1000000 + {n}"))
-                    .await
-                    .unwrap()
-                    .unwrap();
-                assert_eq!(v, client * 1_000_000 + n);
-                n += 1;
-            }
-            c.disconnect().await.unwrap();
-            n
-        }));
-    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = readers(&proxy, 64, &stop).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let at = Instant::now();
     let mut late = connect(&proxy, None).await;
@@ -396,26 +409,8 @@ async fn a_saturated_server_gets_batches_even_with_slots_free() {
         cfg
     };
     let proxy = start(settings(32, Duration::ZERO)).await;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for client in 0..24u64 {
-        let mut c = connect(&proxy, None).await;
-        let stop = stop.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut n = 0u64;
-            while !stop.load(Relaxed) {
-                let v: u64 = c
-                    .query_first(format!("SELECT {client} * 1000000 + {n}"))
-                    .await
-                    .unwrap()
-                    .unwrap();
-                assert_eq!(v, client * 1_000_000 + n, "every answer is the client's own");
-                n += 1;
-            }
-            c.disconnect().await.unwrap();
-            n
-        }));
-    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = readers(&proxy, 24, &stop).await;
     // Batches formed over a phase's second half (the first lets the mean settle).
     let phase = |cfg: Config| {
         let proxy = &proxy;
