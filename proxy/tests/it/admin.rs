@@ -129,6 +129,12 @@ async fn show_commands_report_pools_clients_servers_stats_and_latency() {
     // One backend is pinned (checked out), an idle one served `plain`.
     assert_eq!(num(p, "open"), 2, "{pools:?}");
     assert_eq!(pools.iter().map(|p| num(p, "idle")).sum::<u64>(), 1);
+    // server_cpus = auto: MariaDB said, with its max_connections.
+    assert!(num(p, "server_cpus") >= 1, "{pools:?}");
+    assert_eq!(
+        cell(p, "server_cpus_from"),
+        Some("auto: server thread_pool_size")
+    );
 
     let servers = rows(&mut a, "SHOW SERVERS").await;
     let idle: Vec<_> = servers
