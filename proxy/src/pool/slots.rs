@@ -204,7 +204,9 @@ impl Slots {
     /// The server time one statement takes, on average. The mean slot time counts the
     /// wait for a CPU inside the server too: with `n` statements running on `cpus` CPUs
     /// (n > cpus) each gets cpus/n of one, so one statement's own time is that share of its
-    /// slot time (Little's law). With the CPUs unknown, the slot time itself.
+    /// slot time (Little's law). With the CPUs unknown, the slot time itself. A slot held by
+    /// an open transaction between its statements counts as running, so a pool of idle
+    /// transactions overstates the sharing; `pipeline_max_delay` bounds what that costs.
     pub fn statement_cost(&self, cpus: Option<u32>) -> Duration {
         let mean = self.mean_service();
         match cpus {
