@@ -206,7 +206,8 @@ impl Slots {
     /// (n > cpus) each gets cpus/n of one, so one statement's own time is that share of its
     /// slot time (Little's law). With the CPUs unknown, the slot time itself. A slot held by
     /// an open transaction between its statements counts as running, so a pool of idle
-    /// transactions overstates the sharing; `pipeline_max_delay` bounds what that costs.
+    /// transactions overstates the sharing, and reads batch a little more readily than
+    /// `pipeline_max_delay` says.
     pub fn statement_cost(&self, cpus: Option<u32>) -> Duration {
         let mean = self.mean_service();
         match cpus {
