@@ -379,7 +379,10 @@ fn value_parsers() {
     assert_eq!("auto".parse::<ServerCpus>(), Ok(ServerCpus::Auto));
     assert_eq!("16".parse::<ServerCpus>(), Ok(ServerCpus::Fixed(16)));
     // No server runs statements on no CPU.
-    assert!("0".parse::<ServerCpus>().unwrap_err().contains("number of CPUs"));
+    assert!("0"
+        .parse::<ServerCpus>()
+        .unwrap_err()
+        .contains("number of CPUs"));
     assert_eq!(
         "caching_sha2_password".parse(),
         Ok(AuthPluginName::CachingSha2)

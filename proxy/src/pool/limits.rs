@@ -147,7 +147,10 @@ impl Pool {
         // MySQL has no such variable and answers 1193: the CPUs stay unknown there.
         let cpus = read_number(conn, b"SELECT @@GLOBAL.thread_pool_size").await?;
         if let Some(cpus) = cpus.filter(|&n| n > 0) {
-            tracing::info!(server_cpus = cpus, "read the backend's CPU count (thread_pool_size)");
+            tracing::info!(
+                server_cpus = cpus,
+                "read the backend's CPU count (thread_pool_size)"
+            );
             self.slots().set_reported_cpus(cpus);
         }
         Ok(())

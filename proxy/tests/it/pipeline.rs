@@ -77,7 +77,11 @@ async fn readers(
                     .await
                     .unwrap()
                     .unwrap();
-                assert_eq!(v, client * 1_000_000 + n, "every answer is the client's own");
+                assert_eq!(
+                    v,
+                    client * 1_000_000 + n,
+                    "every answer is the client's own"
+                );
                 n += 1;
             }
             c.disconnect().await.unwrap();
