@@ -27,12 +27,39 @@ use tokio::sync::oneshot;
 
 use super::{PooledBackend, Slot};
 use crate::conn::backend::{MovableState, PoolKey};
-use crate::protocol::ErrPacket;
+use crate::conn::BackendConn;
+use crate::protocol::{ErrPacket, ResponseKind};
 
-/// A statement that joined a batch: its command packet, and where its turn arrives.
+/// A statement that joined a batch: what it runs, and where its turn arrives.
 pub struct Member {
-    pub packet: Bytes,
+    pub work: Work,
     pub tx: oneshot::Sender<Baton>,
+}
+
+/// What a member runs.
+pub enum Work {
+    /// A COM_QUERY, framed as it goes to the backend.
+    Query(Bytes),
+    /// A prepared statement's execution, whose packet names the statement by the batch
+    /// backend's own id: it is built once the backend is known.
+    Execute(Box<dyn ForBackend>),
+}
+
+/// Builds an execution's packet for one backend.
+pub trait ForBackend: Send {
+    /// The framed packet for `backend`, or `None` when the statement is not prepared there
+    /// (the member then runs on its own, where it is prepared first).
+    fn packet_for(&self, backend: &mut BackendConn) -> Option<Vec<u8>>;
+}
+
+impl Work {
+    /// The answer it gets: a text result set, or a binary one.
+    pub fn response(&self) -> ResponseKind {
+        match self {
+            Work::Query(_) => ResponseKind::Query,
+            Work::Execute(_) => ResponseKind::Execute,
+        }
+    }
 }
 
 /// What a member receives when its turn comes.
@@ -107,22 +134,20 @@ impl Batches {
 
     /// Joins an open batch of the same key and state, if one has room and nobody queued
     /// for a slot since its leader (`arrivals` is the slot queue's count now).
+    /// `work` is built only when the batch takes it.
     pub fn join(
         &self,
         key: &PoolKey,
         state: &MovableState,
         arrivals: u64,
-        packet: &[u8],
+        work: impl FnOnce() -> Work,
     ) -> Option<oneshot::Receiver<Baton>> {
         let mut open = self.open.lock().ok()?;
         let batch = open
             .iter_mut()
             .find(|b| b.room > 0 && arrivals <= b.ticket && b.key == *key && b.state == *state)?;
         let (tx, rx) = oneshot::channel();
-        batch.members.push(Member {
-            packet: Bytes::copy_from_slice(packet),
-            tx,
-        });
+        batch.members.push(Member { work: work(), tx });
         batch.room -= 1;
         Some(rx)
     }
@@ -172,6 +197,10 @@ impl Drop for OpenBatch {
 mod tests {
     use super::*;
 
+    fn q(sql: &'static [u8]) -> impl FnOnce() -> Work {
+        move || Work::Query(Bytes::from_static(sql))
+    }
+
     fn key(user: &str) -> PoolKey {
         PoolKey {
             user: Arc::from(user),
@@ -185,26 +214,35 @@ mod tests {
         let batches = Arc::new(Batches::default());
         let state = MovableState::default();
         let open = batches.open(&key("app"), &state, 7, 2);
-        assert!(batches.join(&key("app"), &state, 7, b"a").is_some());
+        assert!(batches.join(&key("app"), &state, 7, q(b"a")).is_some());
         // Someone else queued for a slot after the leader: joining now would overtake them.
-        assert!(batches.join(&key("app"), &state, 8, b"x").is_none());
+        assert!(batches.join(&key("app"), &state, 8, q(b"x")).is_none());
         // Another key or another state never shares a backend.
-        assert!(batches.join(&key("other"), &state, 7, b"x").is_none());
+        assert!(batches.join(&key("other"), &state, 7, q(b"x")).is_none());
         let other_state = MovableState {
             schema: Some(b"db2".to_vec()),
             ..MovableState::default()
         };
-        assert!(batches.join(&key("app"), &other_state, 7, b"x").is_none());
-        assert!(batches.join(&key("app"), &state, 6, b"b").is_some());
+        assert!(batches
+            .join(&key("app"), &other_state, 7, q(b"x"))
+            .is_none());
+        assert!(batches.join(&key("app"), &state, 6, q(b"b")).is_some());
         // Full.
-        assert!(batches.join(&key("app"), &state, 7, b"c").is_none());
-        let members: Vec<Bytes> = open.close().into_iter().map(|m| m.packet).collect();
+        assert!(batches.join(&key("app"), &state, 7, q(b"c")).is_none());
+        let members: Vec<Bytes> = open
+            .close()
+            .into_iter()
+            .map(|m| match m.work {
+                Work::Query(p) => p,
+                Work::Execute(_) => panic!("only queries joined"),
+            })
+            .collect();
         assert_eq!(
             members,
             vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]
         );
         // Closed: nobody joins any more.
-        assert!(batches.join(&key("app"), &state, 7, b"d").is_none());
+        assert!(batches.join(&key("app"), &state, 7, q(b"d")).is_none());
     }
 
     #[test]
@@ -212,7 +250,7 @@ mod tests {
         let batches = Arc::new(Batches::default());
         let state = MovableState::default();
         let open = batches.open(&key("app"), &state, 1, 4);
-        let mut rx = batches.join(&key("app"), &state, 1, b"a").unwrap();
+        let mut rx = batches.join(&key("app"), &state, 1, q(b"a")).unwrap();
         drop(open);
         assert!(matches!(
             rx.try_recv(),
@@ -225,7 +263,7 @@ mod tests {
         let batches = Arc::new(Batches::default());
         let state = MovableState::default();
         let open = batches.open(&key("app"), &state, 1, 4);
-        let mut rx = batches.join(&key("app"), &state, 1, b"a").unwrap();
+        let mut rx = batches.join(&key("app"), &state, 1, q(b"a")).unwrap();
         let err = ErrPacket::from_code(crate::protocol::codes::QUEUE_TIMEOUT, b"no slot");
         open.fail(&err);
         match rx.try_recv() {

@@ -17,6 +17,12 @@ pub struct ExecLayout {
     pub bound: bool,
 }
 
+/// Whether the execute's flags are 0 (CURSOR_TYPE_NO_CURSOR and nothing else): its whole
+/// answer comes at once and nothing of it stays on the backend for a COM_STMT_FETCH.
+pub fn without_cursor(payload: &[u8]) -> bool {
+    payload.get(5) == Some(&0)
+}
+
 /// The layout of `payload` for a statement with `params` parameters; `None` when it has
 /// none (no parameter block) or the payload is too short to hold the flag.
 pub fn layout(payload: &[u8], params: u16) -> Option<ExecLayout> {
@@ -63,6 +69,15 @@ mod tests {
     const UNBOUND: &[u8] = &[
         0x17, 5, 0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0x00, 41, 0, 0, 0, 0, 0, 0, 0,
     ];
+
+    #[test]
+    fn flags_zero_means_no_cursor() {
+        // EXECUTE stmt 1, flags 0, iteration count 1.
+        assert!(without_cursor(&[0x17, 1, 0, 0, 0, 0x00, 1, 0, 0, 0]));
+        // CURSOR_TYPE_READ_ONLY: rows wait on the backend for FETCH.
+        assert!(!without_cursor(&[0x17, 1, 0, 0, 0, 0x01, 1, 0, 0, 0]));
+        assert!(!without_cursor(&[0x17, 1, 0, 0, 0]));
+    }
 
     #[test]
     fn finds_the_flag_after_the_null_bitmap() {

@@ -313,8 +313,11 @@ impl Session {
             return Ok(Flow::Continue);
         }
         // A stateless read may share one write to the backend with other sessions' reads.
-        if let Some(r) = rules.as_ref().filter(|r| self.pipelinable(kind, class, r)) {
-            if let pipeline::Piped::Done(step) = self.pipelined(packet, r).await {
+        let reads_only = kind == ResponseKind::Query && class.is_some_and(pipeline::reads_only);
+        if let Some(r) = rules.as_ref().filter(|r| reads_only && self.pipelinable(r)) {
+            if let pipeline::Piped::Done(step) =
+                self.pipelined(pipeline::Own::Query(packet), r).await
+            {
                 return step;
             }
         }

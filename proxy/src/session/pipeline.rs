@@ -7,7 +7,9 @@
 //! - Only autocommit reads the classifier proves replica-safe (so without side effects and
 //!   without reading what an earlier statement left: no FOUND_ROWS(), ROW_COUNT(),
 //!   LAST_INSERT_ID(), locks, SLEEP(), user variables or stored functions), with nothing
-//!   to present or pin, from a session that holds nothing, are pipelined. Every member of a
+//!   to present or pin, from a session that holds nothing, are pipelined: queries, and
+//!   executions of prepared statements without a cursor, each addressed to the batch
+//!   backend's own copy of its statement (one not prepared there runs on its own). Every member of a
 //!   batch has the same pool key and movable state, which the leader replays once.
 //! - Each session relays its own answer to its own client; nothing of one answer reaches
 //!   another client.
@@ -33,7 +35,11 @@ use super::state::Rules;
 use super::{Flow, Session, Step};
 use crate::classify::{Classification, Effect};
 use crate::conn::backend::Health;
-use crate::pool::batches::{Baton, Chain, Member};
+use bytes::Bytes;
+
+use super::prepared::{ClientStmt, StmtCmd};
+use crate::conn::BackendConn;
+use crate::pool::batches::{Baton, Chain, ForBackend, Member, Work};
 use crate::protocol::{ResponseKind, StatusFlags};
 use crate::stats::{ClientCloseReason, PinReason, Stats};
 
@@ -47,27 +53,73 @@ pub(super) enum Piped {
 
 type Rest = std::vec::IntoIter<Member>;
 
+/// The rule's statement half: an autocommit read that a replica could run (no side effect,
+/// nothing read from an earlier statement), one statement, with no position to wait for.
+/// Checked for a query as it comes, for a prepared statement once, when it is prepared.
+pub(in crate::session) fn reads_only(class: &Classification) -> bool {
+    class.read.is_replica_safe()
+        && !class.multi_statement
+        && class.min_gtid.is_none()
+        // A user variable a statement earlier in the batch might have set (through a view's
+        // function, which nothing sees) would be read here.
+        && !class.effects.iter().any(|e| matches!(e, Effect::UserVariableRead))
+}
+
+/// The statement a session offers for pipelining.
+pub(in crate::session) enum Own<'a> {
+    /// A COM_QUERY, framed as the client sent it.
+    Query(&'a [u8]),
+    /// A COM_STMT_EXECUTE without cursor (`payload` unframed) of a prepared statement.
+    Execute {
+        payload: &'a [u8],
+        stmt: &'a ClientStmt,
+    },
+}
+
+impl Own<'_> {
+    fn response(&self) -> ResponseKind {
+        match self {
+            Own::Query(_) => ResponseKind::Query,
+            Own::Execute { .. } => ResponseKind::Execute,
+        }
+    }
+
+    /// What a batch runs for it when it joins as a member.
+    fn work(&self) -> Work {
+        match self {
+            Own::Query(packet) => Work::Query(Bytes::copy_from_slice(packet)),
+            Own::Execute { payload, stmt } => Work::Execute(Box::new(Execution {
+                payload: Bytes::copy_from_slice(payload),
+                stmt: (*stmt).clone(),
+            })),
+        }
+    }
+}
+
+/// A member's execution, addressed to the batch's backend once it is known.
+struct Execution {
+    payload: Bytes,
+    stmt: ClientStmt,
+}
+
+impl ForBackend for Execution {
+    fn packet_for(&self, backend: &mut BackendConn) -> Option<Vec<u8>> {
+        // Only where it is prepared already: preparing it would hold back the whole batch.
+        let held = backend.stmts.get(&self.stmt.key)?;
+        let (packet, holds) =
+            StmtCmd::Execute.for_backend(&self.payload, held.id, &self.stmt, held.types.as_deref());
+        held.types = holds;
+        Some(packet)
+    }
+}
+
 impl Session {
-    /// The rule: a statement may be pipelined if it is an autocommit read that a replica
-    /// could run (no side effect, nothing read from an earlier statement), its rules
-    /// present, pin and lock nothing, and the session holds nothing and waits for nothing.
-    pub(super) fn pipelinable(
-        &self,
-        kind: ResponseKind,
-        class: Option<&Classification>,
-        rules: &Rules,
-    ) -> bool {
+    /// The rule's session half (`reads_only` is the statement's): a statement may be
+    /// pipelined if its rules present, pin and lock nothing, and the session holds nothing
+    /// and waits for nothing, in autocommit, with one server.
+    pub(super) fn pipelinable(&self, rules: &Rules) -> bool {
         self.config.pipeline_depth > 1
-            && kind == ResponseKind::Query
             && !self.config.uses_topology()
-            && class.is_some_and(|c| {
-                c.read.is_replica_safe()
-                    && !c.multi_statement
-                    && c.min_gtid.is_none()
-                    // A user variable a statement earlier in the batch might have set (through a
-                    // view's function, which nothing sees) would be read here.
-                    && !c.effects.iter().any(|e| matches!(e, Effect::UserVariableRead))
-            })
             && rules.is_stateless()
             && self.backend.is_none()
             && self.slot.is_none()
@@ -80,9 +132,10 @@ impl Session {
             && !self.resets.pending()
     }
 
-    /// Runs `packet` in a batch: joins an open one (always when it would queue for a slot,
+    /// Runs `own` in a batch: joins an open one (always when it would queue for a slot,
     /// with a slot free only under `pipeline_max_delay`), or leads a new one.
-    pub(super) async fn pipelined(&mut self, packet: &[u8], rules: &Rules) -> Piped {
+    pub(in crate::session) async fn pipelined(&mut self, own: Own<'_>, rules: &Rules) -> Piped {
+        let kind = own.response();
         let batches = Arc::clone(self.pool().batches());
         let slots = Arc::clone(self.pool().slots());
         // Cleared first: a KILL from now on finds the flag and interrupts this statement.
@@ -104,8 +157,8 @@ impl Session {
             return Piped::Alone;
         }
         let arrivals = slots.arrivals();
-        if let Some(rx) = batches.join(&self.key, &self.state.movable, arrivals, packet) {
-            return self.as_member(rx, rules).await;
+        if let Some(rx) = batches.join(&self.key, &self.state.movable, arrivals, || own.work()) {
+            return self.as_member(rx, rules, kind).await;
         }
         let room = self.config.pipeline_depth as usize - 1;
         let batch = batches.open(&self.key, &self.state.movable, slots.arrivals() + 1, room);
@@ -120,22 +173,62 @@ impl Session {
         if free && slots.in_use() > 1 {
             tokio::task::yield_now().await;
         }
-        let members = batch.close();
+        // The leader's own packet: an execution names the statement by this backend's id,
+        // preparing it here first if needed.
+        let built;
+        let packet: &[u8] = match own {
+            Own::Query(packet) => packet,
+            Own::Execute { payload, stmt } => match self.ensure_prepared(stmt).await {
+                Ok(_) => {
+                    let Some(b) = self.backend.as_mut() else {
+                        return Piped::Alone;
+                    };
+                    let Some(p) = (Execution {
+                        payload: Bytes::copy_from_slice(payload),
+                        stmt: stmt.clone(),
+                    })
+                    .packet_for(b) else {
+                        return Piped::Alone;
+                    };
+                    built = p;
+                    &built
+                }
+                Err(err) => {
+                    // The members run on their own (`batch` drops); the error is this one's.
+                    drop(batch);
+                    self.reg.info.pipelined.store(false, Ordering::SeqCst);
+                    self.release_if_possible();
+                    return Piped::Done(self.reply_err(1, &err).await.map(|_| Flow::Continue));
+                }
+            },
+        };
+        let mut members = batch.close();
+        let Some(b) = self.backend.as_mut() else {
+            return Piped::Alone;
+        };
+        // Members' packets for this backend; an execution not prepared here runs on its own.
+        let mut packets = Vec::with_capacity(members.len());
+        members.retain(|m| {
+            let p = match &m.work {
+                Work::Query(p) => Some(p.clone()),
+                Work::Execute(e) => e.packet_for(b).map(Bytes::from),
+            };
+            let kept = p.is_some();
+            packets.extend(p);
+            kept
+        });
         if members.is_empty() {
             self.reg.info.pipelined.store(false, Ordering::SeqCst);
-            return Piped::Done(self.run_alone(packet, rules).await);
+            return Piped::Done(self.run_alone(packet, rules, kind).await);
         }
         let stats = &self.ctx.stats.pipeline;
         Stats::incr(&stats.batches);
         stats
             .statements
             .fetch_add(members.len() as u64 + 1, Ordering::Relaxed);
-        let Some(b) = self.backend.as_mut() else {
-            return Piped::Alone;
-        };
         b.stream.queue_raw(packet);
-        for m in &members {
-            b.stream.queue_raw(&m.packet);
+        for p in &packets {
+            b.stream.queue_raw(p);
         }
         b.health = Health::Broken;
         let sent = Instant::now();
@@ -147,15 +240,14 @@ impl Session {
             self.reg.info.pipelined.store(false, Ordering::SeqCst);
             return Piped::Alone;
         }
-        self.answer(rules, members.into_iter(), false, sent).await
+        self.answer(rules, members.into_iter(), false, sent, kind)
+            .await
     }
 
     /// A leader nobody joined runs its statement on the slot and backend it holds, as
     /// `Session::statement` would have.
-    async fn run_alone(&mut self, packet: &[u8], rules: &Rules) -> Step {
-        let relayed = self
-            .relay_on_backend(Some(packet), ResponseKind::Query, None)
-            .await?;
+    async fn run_alone(&mut self, packet: &[u8], rules: &Rules, kind: ResponseKind) -> Step {
+        let relayed = self.relay_on_backend(Some(packet), kind, None).await?;
         let flow = match relayed {
             Some(summary) => self.after_statement(&summary, Some(rules)).await,
             None => Flow::Continue,
@@ -165,7 +257,12 @@ impl Session {
     }
 
     /// Waits for this member's turn, then relays its answer.
-    async fn as_member(&mut self, rx: oneshot::Receiver<Baton>, rules: &Rules) -> Piped {
+    async fn as_member(
+        &mut self,
+        rx: oneshot::Receiver<Baton>,
+        rules: &Rules,
+        kind: ResponseKind,
+    ) -> Piped {
         self.reg.info.set_phase(ClientPhase::Waiting);
         let queued = Instant::now();
         let info = Arc::clone(&self.reg.info);
@@ -173,13 +270,13 @@ impl Session {
         tokio::pin!(rx, interrupted);
         interrupted.as_mut().enable();
         if info.interrupt.is_set() {
-            return self.interrupted_waiting(rx).await;
+            return self.interrupted_waiting(rx, kind).await;
         }
         let baton = tokio::select! {
             biased;
             b = &mut rx => b,
             _ = self.hard_stop.as_mut() => return Piped::Done(Err(ClientCloseReason::Shutdown)),
-            _ = interrupted => return self.interrupted_waiting(rx).await,
+            _ = interrupted => return self.interrupted_waiting(rx, kind).await,
         };
         match baton {
             Ok(Baton::Run(chain)) => {
@@ -195,7 +292,7 @@ impl Session {
                 } = chain;
                 self.take_backend(backend);
                 self.slot = Some(slot);
-                self.answer(rules, rest, dirty, sent).await
+                self.answer(rules, rest, dirty, sent, kind).await
             }
             Ok(Baton::Fail(err)) => {
                 self.reg.info.pipelined.store(false, Ordering::SeqCst);
@@ -220,18 +317,23 @@ impl Session {
     async fn interrupted_waiting(
         &mut self,
         rx: std::pin::Pin<&mut oneshot::Receiver<Baton>>,
+        kind: ResponseKind,
     ) -> Piped {
         Stats::incr(&self.ctx.stats.pipeline.interrupts);
         if let Err(reason) = self.reply_err(1, &super::errors::interrupted()).await {
             // The client is gone too; its turn is still read and dropped below.
-            let _ = self.turn_to_drop(rx).await;
+            let _ = self.turn_to_drop(rx, kind).await;
             return Piped::Done(Err(reason));
         }
-        self.turn_to_drop(rx).await
+        self.turn_to_drop(rx, kind).await
     }
 
     /// Waits for a turn whose answer nobody gets, drops that answer and hands on.
-    async fn turn_to_drop(&mut self, rx: std::pin::Pin<&mut oneshot::Receiver<Baton>>) -> Piped {
+    async fn turn_to_drop(
+        &mut self,
+        rx: std::pin::Pin<&mut oneshot::Receiver<Baton>>,
+        kind: ResponseKind,
+    ) -> Piped {
         self.reg.info.pipelined.store(false, Ordering::SeqCst);
         let baton = tokio::select! {
             biased;
@@ -248,15 +350,22 @@ impl Session {
             } = *chain;
             self.take_backend(backend);
             self.slot = Some(slot);
-            self.drop_answer().await;
+            self.drop_answer(kind).await;
             self.hand_on(rest, dirty, sent).await;
         }
         Piped::Done(Ok(Flow::Continue))
     }
 
     /// Relays this statement's answer from the batch's backend, then hands the backend on.
-    /// `sent`: when the batch was written.
-    async fn answer(&mut self, rules: &Rules, rest: Rest, dirty: bool, sent: Instant) -> Piped {
+    /// `sent`: when the batch was written; `kind`: the answer this statement gets.
+    async fn answer(
+        &mut self,
+        rules: &Rules,
+        rest: Rest,
+        dirty: bool,
+        sent: Instant,
+        kind: ResponseKind,
+    ) -> Piped {
         self.reg
             .info
             .pipelined_statements
@@ -272,7 +381,7 @@ impl Session {
         }
         self.retry_read = true;
         self.sent_at = Some(sent);
-        let relayed = self.relay_on_backend(None, ResponseKind::Query, None).await;
+        let relayed = self.relay_on_backend(None, kind, None).await;
         self.sent_at = None;
         self.retry_read = false;
         self.reg.info.pipelined.store(false, Ordering::SeqCst);
@@ -334,6 +443,7 @@ impl Session {
                 dirty,
                 sent,
             };
+            let kind = next.work.response();
             match next.tx.send(Baton::Run(Box::new(chain))) {
                 Ok(()) => return,
                 // That member's session has ended: its answer is read and dropped here.
@@ -342,7 +452,7 @@ impl Session {
                     rest = chain.rest;
                     self.take_backend(chain.backend);
                     self.slot = Some(chain.slot);
-                    self.drop_answer().await;
+                    self.drop_answer(kind).await;
                 }
                 Err(_) => return,
             }
@@ -356,11 +466,11 @@ impl Session {
     }
 
     /// Reads one answer nobody will get; a backend that fails meanwhile is closed.
-    async fn drop_answer(&mut self) {
+    async fn drop_answer(&mut self, kind: ResponseKind) {
         let Some(b) = self.backend.as_mut() else {
             return;
         };
-        let tracker = super::relay::tracker_for(b, ResponseKind::Query);
+        let tracker = super::relay::tracker_for(b, kind);
         if super::relay::drain(b, tracker, 1).await.is_err() {
             b.health = Health::Broken;
             self.backend = None;

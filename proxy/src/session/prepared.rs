@@ -21,6 +21,8 @@ pub struct ClientStmt {
     pub types: Option<Vec<u8>>,
     /// What an execution asks of the session (the identity it shows, its locks and pins).
     pub(crate) rules: crate::session::state::Rules,
+    /// The classifier proved it a read that may be pipelined (`pipeline::reads_only`).
+    pub(crate) reads_only: bool,
 }
 
 #[derive(Default)]
@@ -225,6 +227,7 @@ mod tests {
             params,
             types,
             rules: Default::default(),
+            reads_only: false,
         }
     }
 

@@ -91,6 +91,25 @@ async fn readers(
     tasks
 }
 
+/// A fresh database `db` with table `t`: 300 rows of `id`, a string `v` of `id % 3000`
+/// letters and `d = id / 4`; the connection that made it.
+async fn rows_table(proxy: &ProxyHandle, db: &str) -> Conn {
+    fresh_db(db).await;
+    let mut setup = connect(proxy, Some(db)).await;
+    setup
+        .query_drop("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(3000), d DOUBLE)")
+        .await
+        .unwrap();
+    setup
+        .query_drop(
+            "INSERT INTO t SELECT seq, REPEAT(CHAR(65 + seq % 26), seq % 3000), seq / 4 \
+             FROM seq_1_to_300",
+        )
+        .await
+        .unwrap();
+    setup
+}
+
 async fn id_of(c: &mut Conn) -> u64 {
     c.query_first("SELECT CONNECTION_ID()")
         .await
@@ -100,19 +119,8 @@ async fn id_of(c: &mut Conn) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_client_gets_its_own_answer_from_a_shared_backend() {
-    fresh_db("t_pipe_answers").await;
     let proxy = proxy(2).await;
-    let mut setup = connect(&proxy, Some("t_pipe_answers")).await;
-    setup
-        .query_drop("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(3000))")
-        .await
-        .unwrap();
-    setup
-        .query_drop(
-            "INSERT INTO t SELECT seq, REPEAT(CHAR(65 + seq % 26), seq % 3000) FROM seq_1_to_300",
-        )
-        .await
-        .unwrap();
+    let setup = rows_table(&proxy, "t_pipe_answers").await;
     // One client in another time zone: its reads must never batch with the others'.
     let mut zoned = connect(&proxy, Some("t_pipe_answers")).await;
     zoned.query_drop("SET time_zone = '+05:00'").await.unwrap();
@@ -472,5 +480,77 @@ async fn server_cpus_auto_reads_the_servers_cpu_count() {
     assert_eq!(slots.reported_cpus(), Some(cpus));
     assert_eq!(slots.server_cpus(ServerCpus::Auto), Some(cpus));
     c.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
+/// Prepared reads (COM_STMT_EXECUTE without cursor) are pipelined as queries are: each
+/// member's execution names its statement by the batch backend's own id, and one not
+/// prepared on that backend runs on its own. Binary rows, NULLs, several rows and errors
+/// each reach only their own client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_reads_are_pipelined_with_their_own_answers() {
+    let proxy = proxy(2).await;
+    let setup = rows_table(&proxy, "t_pipe_prepared").await;
+    let mut clients = Vec::new();
+    for _ in 0..16 {
+        clients.push(connect(&proxy, Some("t_pipe_prepared")).await);
+    }
+    let before = proxy.context().stats.pipeline.statements.load(Relaxed);
+    let mut tasks = Vec::new();
+    for (client, mut c) in clients.into_iter().enumerate() {
+        let client = client as u32;
+        tasks.push(tokio::spawn(async move {
+            for i in 0..120u32 {
+                let id = (client * 37 + i) % 300 + 1;
+                match i % 4 {
+                    0 | 1 => {
+                        let row: (u32, u32, String, f64, Option<u32>) = c
+                            .exec_first(
+                                "SELECT ?, id, v, d, ? FROM t WHERE id = ?",
+                                (client, None::<u32>, id),
+                            )
+                            .await
+                            .unwrap()
+                            .unwrap();
+                        assert_eq!((row.0, row.1, row.2.len() as u32), (client, id, id % 3000));
+                        assert_eq!((row.3, row.4), (f64::from(id) / 4.0, None));
+                    }
+                    2 => {
+                        let rows: Vec<(u32, u32)> = c
+                            .exec("SELECT ?, id FROM t WHERE id <= ?", (client, i % 7 + 1))
+                            .await
+                            .unwrap();
+                        assert_eq!(rows.len() as u32, i % 7 + 1);
+                        assert!(rows.iter().all(|r| r.0 == client));
+                    }
+                    // Fails as it runs (a subquery of two rows): only this client sees it.
+                    _ => {
+                        let err = c
+                            .exec_drop(
+                                "SELECT id FROM t WHERE id = ? AND id = (SELECT 1 UNION SELECT 2)",
+                                (id,),
+                            )
+                            .await
+                            .unwrap_err();
+                        assert_eq!(code_of(&err), Some(1242), "{err}");
+                    }
+                }
+            }
+            c.disconnect().await.unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let pipelined = proxy.context().stats.pipeline.statements.load(Relaxed) - before;
+    eprintln!(
+        "16 clients x 120 prepared reads at P=2: {pipelined} pipelined, {} retries",
+        proxy.context().stats.pipeline.retries.load(Relaxed)
+    );
+    assert!(
+        pipelined > 100,
+        "prepared reads were pipelined: {pipelined}"
+    );
+    setup.disconnect().await.unwrap();
     proxy.shutdown().await;
 }

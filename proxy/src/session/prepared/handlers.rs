@@ -52,6 +52,7 @@ impl Session {
                     params: ok.params,
                     types: None,
                     rules: crate::session::state::Rules::of(&class),
+                    reads_only: crate::session::pipeline::reads_only(&class),
                 },
             );
         }
@@ -114,6 +115,22 @@ impl Session {
             self.reply_err(1, &err).await?;
             return Ok(Flow::Continue);
         }
+        // A stateless read may share one write to the backend with other sessions' reads.
+        if cmd == StmtCmd::Execute
+            && stmt.reads_only
+            && crate::protocol::stmt_execute::without_cursor(payload)
+            && self.pipelinable(&stmt.rules)
+        {
+            let own = crate::session::pipeline::Own::Execute {
+                payload,
+                stmt: &stmt,
+            };
+            if let crate::session::pipeline::Piped::Done(step) =
+                self.pipelined(own, &stmt.rules).await
+            {
+                return step;
+            }
+        }
         if let Err(err) = self.acquire().await {
             self.release_if_possible();
             if kind != ResponseKind::None {
@@ -170,7 +187,10 @@ impl Session {
 
     /// The backend id of `stmt` on the session's backend, preparing it there first if
     /// needed (the PREPARE_OK is consumed, never forwarded).
-    async fn ensure_prepared(&mut self, stmt: &ClientStmt) -> Result<u32, ErrPacket> {
+    pub(in crate::session) async fn ensure_prepared(
+        &mut self,
+        stmt: &ClientStmt,
+    ) -> Result<u32, ErrPacket> {
         let cap = self.config.max_prepared_statements_per_backend as usize;
         let Some(b) = self.backend.as_mut() else {
             return Err(ErrPacket::from_code(
