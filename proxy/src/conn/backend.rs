@@ -73,7 +73,7 @@ pub struct PoolKey {
 }
 
 /// Movable session state as the server last reported it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Eq)]
 pub struct MovableState {
     /// Current schema; `None` means no database selected.
     pub schema: Option<Vec<u8>>,
@@ -85,10 +85,24 @@ pub struct MovableState {
     pub multi_statements: bool,
 }
 
+/// Field by field, as derived, but with no variables on either side (the common case)
+/// decided without walking the maps: every checkout compares states twice.
+impl PartialEq for MovableState {
+    fn eq(&self, other: &MovableState) -> bool {
+        self.multi_statements == other.multi_statements
+            && self.schema == other.schema
+            && vars_equal(self, other)
+    }
+}
+
+fn vars_equal(a: &MovableState, b: &MovableState) -> bool {
+    (a.vars.is_empty() && b.vars.is_empty()) || a.vars == b.vars
+}
+
 /// 3: identical; 2: same variables, other schema; 1: replay needs only SETs; 0: needs a reset.
 pub fn replay_score(have: &MovableState, want: &MovableState) -> u8 {
-    let vars_equal = have.vars == want.vars;
-    if have == want {
+    let vars_equal = vars_equal(have, want);
+    if vars_equal && have.schema == want.schema && have.multi_statements == want.multi_statements {
         3
     } else if vars_equal && (want.schema.is_some() || have.schema.is_none()) {
         // Includes "only the multi-statements option differs" (one COM_SET_OPTION).

@@ -26,6 +26,7 @@ use crate::classify::Classification;
 use crate::config::{Config, UserConfig};
 use crate::conn::backend::{BackendTarget, Health, PoolKey};
 use crate::conn::client::{send_err, ClientHello, HandshakeError};
+use crate::conn::latch::Latched;
 use crate::conn::{self, PacketStream};
 use crate::context::{backend_target, Context};
 use crate::pool::{PinPlace, PooledBackend, Slot};
@@ -71,8 +72,9 @@ pub struct Session {
     /// When this session last got an execution slot (its login before the first): admission
     /// control lets those who waited longest fill the top of the queue.
     last_served: Instant,
-    /// Resolves when the drain deadline passes (registered once per session).
-    hard_stop: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+    /// Resolves when the drain deadline passes (registered once per session; latched, as
+    /// it is polled whenever a relay waits).
+    hard_stop: std::pin::Pin<Box<Latched<tokio_util::sync::WaitForCancellationFutureOwned>>>,
     /// This client's prepared statements, by the ids sluice gave it.
     stmts: prepared::ClientStmts,
     /// The login's scramble, reused by COM_CHANGE_USER.
@@ -170,7 +172,7 @@ impl Session {
             u.clone_from(&user.name);
         }
         Session {
-            hard_stop: Box::pin(ctx.hard_stop.child_token().cancelled_owned()),
+            hard_stop: Box::pin(Latched::new(ctx.hard_stop.child_token().cancelled_owned())),
             ctx,
             config,
             client,
@@ -221,10 +223,10 @@ impl Session {
     /// The command loop. Shutdown and KILL CONNECTION end it between statements.
     async fn run(&mut self) -> ClientCloseReason {
         // A child token per session, registered once: polling the shared token itself would
-        // make every session take the same lock on every command.
-        let shutdown = self.ctx.shutdown.child_token().cancelled_owned();
-        let killed = self.reg.info.kill.clone().cancelled_owned();
-        tokio::pin!(shutdown, killed);
+        // make every session take the same lock on every command. Latched: each is polled
+        // again only once it has woken the session.
+        let mut shutdown = Latched::new(self.ctx.shutdown.child_token().cancelled_owned());
+        let mut killed = Latched::new(self.reg.info.kill.clone().cancelled_owned());
         loop {
             if let Err(reason) = self.flush_response().await {
                 return reason;

@@ -296,7 +296,8 @@ fn bit(reason: PinReason) -> u32 {
 
 /// The first reason (in declaration order) among `bits`.
 fn first_reason(bits: u32) -> Option<PinReason> {
-    PinReason::ALL.iter().copied().find(|r| bits & bit(*r) != 0)
+    // `ALL` is in declaration order, so a reason's bit is its index there.
+    PinReason::ALL.get(bits.trailing_zeros() as usize).copied()
 }
 
 impl SessionState {
@@ -404,11 +405,13 @@ impl SessionState {
         // XA COMMIT / ROLLBACK (or anything else that ended it) cleared IN_TRANS.
         self.xa &= self.in_transaction();
         let started = self.pin_bits() & !before;
-        applied.new_pins = PinReason::ALL
-            .iter()
-            .copied()
-            .filter(|r| started & bit(*r) != 0)
-            .collect();
+        if started != 0 {
+            applied.new_pins = PinReason::ALL
+                .iter()
+                .copied()
+                .filter(|r| started & bit(*r) != 0)
+                .collect();
+        }
         applied
     }
 
