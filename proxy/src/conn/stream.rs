@@ -243,6 +243,31 @@ impl PacketStream {
         Ok(frame::scan_logical(&self.rbuf, self.max_payload)?)
     }
 
+    /// The logical packet that starts `offset` bytes into the read buffer, if it is all
+    /// there; never reads. With `forward`, a relay passes a run of packets on in one copy.
+    pub fn buffered_packet_at(&self, offset: usize) -> Result<Option<LogicalSpan>, Error> {
+        let rest = self.rbuf.get(offset..).unwrap_or_default();
+        Ok(frame::scan_logical(rest, self.max_payload)?)
+    }
+
+    /// The raw bytes of the packet `span` found `offset` bytes into the read buffer.
+    pub fn raw_at(&self, offset: usize, span: &LogicalSpan) -> &[u8] {
+        &self.rbuf[offset..offset + span.raw_len]
+    }
+
+    /// The payload of the packet `span` found `offset` bytes into the read buffer.
+    pub fn payload_at(&self, offset: usize, span: &LogicalSpan) -> Cow<'_, [u8]> {
+        frame::payload(self.raw_at(offset, span), span)
+    }
+
+    /// Moves the first `len` buffered bytes, as they are, to the end of `to`'s write queue.
+    pub fn forward(&mut self, len: usize, to: &mut PacketStream) {
+        if len > 0 {
+            to.wbuf.extend_from_slice(&self.rbuf[..len]);
+            self.rbuf.advance(len);
+        }
+    }
+
     /// Reads more bytes from the socket. Returns false on EOF.
     pub async fn fill(&mut self) -> Result<bool, Error> {
         if self.rbuf.capacity() - self.rbuf.len() < self.read_chunk / 2 {

@@ -75,46 +75,54 @@ impl Session {
     }
 
     /// Takes an execution slot and a backend (if not held already) and brings the backend
-    /// to the session's movable state.
-    pub(super) async fn acquire(&mut self) -> Result<(), ErrPacket> {
+    /// to the session's movable state. Returns when it was done: the clock read that ends
+    /// the queue wait also starts the statement's relay (`Session::relay_start`).
+    pub(super) async fn acquire(&mut self) -> Result<Instant, ErrPacket> {
         let queued = Instant::now();
+        // Nothing to wait for before the slot queue (no reset, no routing): the queue's
+        // deadline counts from this same clock read.
+        let direct = !self.resets.pending() && !self.config.uses_topology();
         // A backend this session gave back dirty (COM_RESET_CONNECTION, COM_CHANGE_USER)
         // is reset before its next statement runs anywhere.
         self.resets.settled(RESET_WAIT).await;
-        let result = self.acquire_inner().await;
-        if result.is_ok() {
-            self.ctx.latency.queue_wait.record(queued.elapsed());
-        }
-        result
+        self.acquire_inner(direct.then_some(queued)).await?;
+        let done = Instant::now();
+        self.ctx.latency.queue_wait.record(done - queued);
+        Ok(done)
     }
 
-    async fn acquire_inner(&mut self) -> Result<(), ErrPacket> {
+    async fn acquire_inner(&mut self, now: Option<Instant>) -> Result<(), ErrPacket> {
         // The one routing call: which server's slots and backends this statement takes.
         self.route_statement().await?;
-        self.take_slot_and_backend().await?;
+        self.take_slot_and_backend(now).await?;
         if let Some(until) = self.gtid_wait.take() {
             if !self.replica_reached(&until).await {
                 self.fall_back_to_writer()?;
-                self.take_slot_and_backend().await?;
+                self.take_slot_and_backend(None).await?;
             }
         }
         Ok(())
     }
 
     /// The slot and backend of the server the session is routed to, state replayed.
-    async fn take_slot_and_backend(&mut self) -> Result<(), ErrPacket> {
+    /// `now`: the time, if the caller has just read it.
+    async fn take_slot_and_backend(&mut self, now: Option<Instant>) -> Result<(), ErrPacket> {
         let config = Arc::clone(&self.config);
-        let mut deadline = Instant::now() + config.queue_timeout;
+        let now = now.unwrap_or_else(Instant::now);
+        let mut deadline = now + config.queue_timeout;
         if !self.pool().backend_up() {
             // During an outage nobody waits longer than backend_down_wait, in the slot
             // queue or for a backend.
-            deadline = deadline.min(Instant::now() + config.backend_down_wait);
+            deadline = deadline.min(now + config.backend_down_wait);
         }
         if self.slot.is_none() {
             self.admit(&config)?;
             self.reg.info.set_phase(ClientPhase::Waiting);
-            self.wait_while_paused(deadline).await?;
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = if self.wait_while_paused(deadline).await? {
+                deadline.saturating_duration_since(Instant::now())
+            } else {
+                deadline.saturating_duration_since(now)
+            };
             // The admission estimate can be wrong (a burst right after cheap statements):
             // a statement admitted under max_queue_wait still never waits longer than it.
             let shed_after = config.max_queue_wait.filter(|t| *t < left);
@@ -185,14 +193,15 @@ impl Session {
         Err(ErrPacket::from_code(codes::OVERLOADED, msg.as_bytes()))
     }
 
-    async fn wait_while_paused(&self, deadline: Instant) -> Result<(), ErrPacket> {
+    /// True if it waited (the clock moved on).
+    async fn wait_while_paused(&self, deadline: Instant) -> Result<bool, ErrPacket> {
         if !*self.ctx.paused.borrow() {
-            return Ok(());
+            return Ok(false);
         }
         let mut rx = self.ctx.paused.subscribe();
         let wait = async move { rx.wait_for(|paused| !*paused).await.map(|_| ()) };
         match tokio::time::timeout_at(deadline.into(), wait).await {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(true),
             Err(_) => Err(ErrPacket::from_code(
                 codes::QUEUE_TIMEOUT,
                 &b"sluice is PAUSED and queue_timeout passed; RESUME it on the admin console, then retry"[..],

@@ -99,6 +99,9 @@ pub struct Session {
     read_retry_now: bool,
     /// `read_your_writes = wait`: the position the chosen replica must reach first.
     gtid_wait: Option<crate::topology::GtidPosition>,
+    /// When the next relay starts, if its caller read the clock just before (`statement`);
+    /// taken by `relay_on_backend`, which otherwise reads it itself.
+    relay_start: Option<Instant>,
 }
 
 /// Serves one accepted socket until the client leaves.
@@ -199,6 +202,7 @@ impl Session {
             retry_read: false,
             read_retry_now: false,
             gtid_wait: None,
+            relay_start: None,
         }
     }
 
@@ -321,20 +325,26 @@ impl Session {
             if let Some(p) = &pending {
                 self.pending = p.clone();
             }
-            if let Err(err) = self.acquire().await {
-                self.release_if_possible();
-                if retries > 0 && self.on_replica {
-                    retries -= 1;
-                    self.avoid = Some(self.server);
-                    Stats::incr(&self.ctx.stats.read_retries);
-                    continue;
+            let acquired = match self.acquire().await {
+                Ok(at) => at,
+                Err(err) => {
+                    self.release_if_possible();
+                    if retries > 0 && self.on_replica {
+                        retries -= 1;
+                        self.avoid = Some(self.server);
+                        Stats::incr(&self.ctx.stats.read_retries);
+                        continue;
+                    }
+                    self.reply_err(1, &err).await?;
+                    return Ok(Flow::Continue);
                 }
-                self.reply_err(1, &err).await?;
-                return Ok(Flow::Continue);
-            }
-            if let Some(r) = &rules {
-                self.present_identity(r.presents).await;
-            }
+            };
+            let presented = match &rules {
+                Some(r) => self.present_identity(r.presents).await,
+                None => false,
+            };
+            // The relay starts where the acquire ended, unless a round trip came between.
+            self.relay_start = (!presented).then_some(acquired);
             self.retry_read = retries > 0 && self.on_replica;
             let relayed = self.relay_on_backend(Some(packet), kind, None).await;
             self.retry_read = false;
@@ -367,6 +377,8 @@ impl Session {
         kind: ResponseKind,
         rewrite_stmt_id: Option<u32>,
     ) -> Result<Option<crate::protocol::ResponseSummary>, ClientCloseReason> {
+        // Taken first, so that it is never left for a later relay.
+        let relay_start = self.relay_start.take();
         // Only a pipelined answer (sent already) may be interrupted here: no clone otherwise.
         let info = packet.is_none().then(|| Arc::clone(&self.reg.info));
         let opts = RelayOptions {
@@ -385,7 +397,7 @@ impl Session {
             .backend_thread
             .store(backend.thread_id, Ordering::Relaxed);
         self.reg.info.set_phase(ClientPhase::Active);
-        let started = Instant::now();
+        let started = relay_start.unwrap_or_else(Instant::now);
         // Counted as queued: the response's tail is flushed after the statement (`run`).
         let written = self.client.bytes_written() + self.client.queued() as u64;
         // Biased, as in `run`: the relay first, the hard stop whenever it waits.
