@@ -217,18 +217,6 @@ impl Pool {
         // checkout that finds one (nearly every checkout) never needs it.
         let mut started: Option<Instant> = None;
         let mut down_until: Option<Instant> = None;
-        // Nearly every checkout: an idle backend of the group while the server is up. Taken
-        // without the outage receiver and the wake-up registration the loop sets up.
-        if !self.shared.closed.load(Ordering::Relaxed) && self.shared.outage.is_up() {
-            let idle = take_best(&mut self.lock(), key, want);
-            if let Some(mut conn) = idle {
-                if !conn.stream.closed_while_idle() {
-                    return Ok(PooledBackend::new(conn, self.clone()));
-                }
-                started = Some(Instant::now());
-                self.close(conn, BackendCloseReason::Broken);
-            }
-        }
         loop {
             if self.shared.closed.load(Ordering::Relaxed) {
                 return Err(Error::Closed);
@@ -308,6 +296,23 @@ impl Pool {
                 }
             }
         }
+    }
+
+    /// Nearly every checkout: an idle backend of `key` (the best for `want`, as `checkout`
+    /// would choose) while the server is up, taken at once, without the outage receiver and
+    /// the wake-up registration `checkout` sets up. `None`: `checkout` must decide (it may
+    /// open, wait or reset); an idle backend the server closed is closed on the way.
+    pub fn checkout_idle(&self, key: &PoolKey, want: &MovableState) -> Option<PooledBackend> {
+        if self.shared.closed.load(Ordering::Relaxed) || !self.shared.outage.is_up() {
+            return None;
+        }
+        let idle = take_best(&mut self.lock(), key, want);
+        let mut conn = idle?;
+        if conn.stream.closed_while_idle() {
+            self.close(conn, BackendCloseReason::Broken);
+            return None;
+        }
+        Some(PooledBackend::new(conn, self.clone()))
     }
 
     fn down_error(&self, waited: Duration) -> Error {
@@ -532,7 +537,11 @@ impl Pool {
         {
             let mut b = self.lock();
             b.idle_count += 1;
-            b.idle.entry(conn.key.clone()).or_default().push(conn);
+            // Looked up first: the group exists nearly always, and `entry` would clone the key.
+            match b.idle.get_mut(&conn.key) {
+                Some(list) => list.push(conn),
+                None => b.idle.entry(conn.key.clone()).or_default().push(conn),
+            }
         }
         self.shared.freed.notify_one();
     }

@@ -84,7 +84,9 @@ impl Session {
         let direct = !self.resets.pending() && !self.config.uses_topology();
         // A backend this session gave back dirty (COM_RESET_CONNECTION, COM_CHANGE_USER)
         // is reset before its next statement runs anywhere.
-        self.resets.settled(RESET_WAIT).await;
+        if !direct {
+            self.resets.settled(RESET_WAIT).await;
+        }
         self.acquire_inner(direct.then_some(queued)).await?;
         let done = Instant::now();
         self.ctx.latency.queue_wait.record(done - queued);
@@ -92,8 +94,11 @@ impl Session {
     }
 
     async fn acquire_inner(&mut self, now: Option<Instant>) -> Result<(), ErrPacket> {
-        // The one routing call: which server's slots and backends this statement takes.
-        self.route_statement().await?;
+        // The one routing call: which server's slots and backends this statement takes
+        // (awaited only when there is a choice to make).
+        if let Some(pending) = self.route_begin() {
+            self.route_statement(pending).await?;
+        }
         self.take_slot_and_backend(now).await?;
         if let Some(until) = self.gtid_wait.take() {
             if !self.replica_reached(&until).await {
@@ -109,19 +114,20 @@ impl Session {
     async fn take_slot_and_backend(&mut self, now: Option<Instant>) -> Result<(), ErrPacket> {
         let config = Arc::clone(&self.config);
         let now = now.unwrap_or_else(Instant::now);
-        let mut deadline = now + config.queue_timeout;
+        let mut window = config.queue_timeout;
         if !self.pool().backend_up() {
             // During an outage nobody waits longer than backend_down_wait, in the slot
             // queue or for a backend.
-            deadline = deadline.min(now + config.backend_down_wait);
+            window = window.min(config.backend_down_wait);
         }
+        let deadline = now + window;
         if self.slot.is_none() {
             self.admit(&config)?;
             self.reg.info.set_phase(ClientPhase::Waiting);
             let left = if self.wait_while_paused(deadline).await? {
                 deadline.saturating_duration_since(Instant::now())
             } else {
-                deadline.saturating_duration_since(now)
+                window
             };
             // The admission estimate can be wrong (a burst right after cheap statements):
             // a statement admitted under max_queue_wait still never waits longer than it.
@@ -150,6 +156,12 @@ impl Session {
             self.slot = Some(slot);
         }
         if self.backend.is_none() {
+            // An idle backend first, without the checkout's future (which waits if need be).
+            if let Some(b) = self.pool().checkout_idle(&self.key, &self.state.movable) {
+                self.take_backend(b);
+            }
+        }
+        if self.backend.is_none() {
             let b = self
                 .pool()
                 .checkout(
@@ -169,7 +181,11 @@ impl Session {
                 .map_err(|e| self.pool_error(&e))?;
             self.take_backend(b);
         }
-        self.sync_backend().await
+        // Awaited only when there is state to replay: most backends match already.
+        match &self.backend {
+            Some(b) if b.state != self.state.movable => self.sync_backend().await,
+            _ => Ok(()),
+        }
     }
 
     /// Latency-target admission (`max_queue_wait`): a statement that would wait longer than

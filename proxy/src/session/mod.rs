@@ -310,9 +310,11 @@ impl Session {
                 && !self.state.in_transaction(),
         );
         // A statement that will pin gets its place first, or does not run at all.
-        if let Err(err) = self.reserve_pin(rules.as_ref()).await {
-            self.reply_err(1, &err).await?;
-            return Ok(Flow::Continue);
+        if self.place.is_none() && rules.as_ref().and_then(Rules::pin_ahead).is_some() {
+            if let Err(err) = self.reserve_pin(rules.as_ref()).await {
+                self.reply_err(1, &err).await?;
+                return Ok(Flow::Continue);
+            }
         }
         // A stateless read may share one write to the backend with other sessions' reads.
         if let Some(r) = rules.as_ref().filter(|r| self.pipelinable(kind, class, r)) {
@@ -340,8 +342,10 @@ impl Session {
                 }
             };
             let presented = match &rules {
-                Some(r) => self.present_identity(r.presents).await,
-                None => false,
+                Some(r) if r.presents != state::Presents::default() => {
+                    self.present_identity(r.presents).await
+                }
+                _ => false,
             };
             // The relay starts where the acquire ended, unless a round trip came between.
             self.relay_start = (!presented).then_some(acquired);
