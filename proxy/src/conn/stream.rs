@@ -250,6 +250,15 @@ impl PacketStream {
         Ok(frame::scan_logical(rest, self.max_payload)?)
     }
 
+    /// The read buffer from `offset` on, and the payload limit its packets must keep
+    /// (`ResponseTracker::skim` reads runs of packets in place).
+    pub fn buffered_from(&self, offset: usize) -> (&[u8], usize) {
+        (
+            self.rbuf.get(offset..).unwrap_or_default(),
+            self.max_payload,
+        )
+    }
+
     /// The raw bytes of the packet `span` found `offset` bytes into the read buffer.
     pub fn raw_at(&self, offset: usize, span: &LogicalSpan) -> &[u8] {
         &self.rbuf[offset..offset + span.raw_len]

@@ -89,6 +89,25 @@ pub async fn relay_response(
                     other => other,
                 });
         }
+        if opts.interrupt.is_none() {
+            // Counts, definitions and rows go on as they are: skimmed in one loop. (With an
+            // interrupt to watch, packet by packet, checking it before each.)
+            let (buf, max_payload) = backend.stream.buffered_from(run);
+            let limit = FLUSH_THRESHOLD.saturating_sub(client.queued() + run);
+            if let (bytes, Some(seq)) = tracker.skim(buf, max_payload, limit) {
+                run += bytes;
+                next_seq = seq.wrapping_add(1);
+                if client.queued() + run >= FLUSH_THRESHOLD {
+                    backend.stream.forward(run, client);
+                    run = 0;
+                    client
+                        .flush(Some(opts.client_write_timeout))
+                        .await
+                        .map_err(RelayError::Client)?;
+                }
+                continue;
+            }
+        }
         let span = match backend.stream.buffered_packet_at(run) {
             Ok(Some(span)) => span,
             Ok(None) => {
