@@ -124,8 +124,10 @@ impl Session {
         // carries them, and must not go back to the pool with them.
         let reread = rules.is_some_and(|r| r.reads_diagnostics) && self.state.warnings_pending;
         self.state.warnings_pending = summary.warnings > 0 || reread;
-        backend.state.apply(&summary.state_changes);
-        self.state.movable.apply(&summary.state_changes);
+        if !summary.state_changes.is_empty() {
+            backend.state.apply(&summary.state_changes);
+            self.state.movable.apply(&summary.state_changes);
+        }
         // The backend is gone after this answer: the server closed it, or it failed.
         let (mut closed, mut flow) = (false, Flow::Continue);
         if let Some(rules) = rules {

@@ -8,6 +8,7 @@ use bytes::BytesMut;
 
 use crate::conn::stream::FLUSH_THRESHOLD;
 use crate::conn::{BackendConn, Error, PacketStream};
+use crate::protocol::frame::HEADER_LEN;
 use crate::protocol::{
     ok::{self, strip_session_track},
     Feed, ResponseKind, ResponseSummary, ResponseTracker,
@@ -89,10 +90,11 @@ pub async fn relay_response(
                     other => other,
                 });
         }
-        if opts.interrupt.is_none() {
+        let (buf, max_payload) = backend.stream.buffered_from(run);
+        if opts.interrupt.is_none() && buf.len() > HEADER_LEN {
             // Counts, definitions and rows go on as they are: skimmed in one loop. (With an
-            // interrupt to watch, packet by packet, checking it before each.)
-            let (buf, max_payload) = backend.stream.buffered_from(run);
+            // interrupt to watch, packet by packet, checking it before each.) The packet
+            // the skim stops at is handled below.
             let limit = FLUSH_THRESHOLD.saturating_sub(client.queued() + run);
             if let (bytes, Some(seq)) = tracker.skim(buf, max_payload, limit) {
                 run += bytes;
@@ -104,8 +106,8 @@ pub async fn relay_response(
                         .flush(Some(opts.client_write_timeout))
                         .await
                         .map_err(RelayError::Client)?;
+                    continue;
                 }
-                continue;
             }
         }
         let span = match backend.stream.buffered_packet_at(run) {
