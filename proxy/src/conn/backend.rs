@@ -65,28 +65,11 @@ impl std::fmt::Debug for BackendTarget {
 
 /// Idle backends are grouped by what makes them interchangeable on the wire: the backend
 /// account, the protocol-shaping capabilities and the handshake collation.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PoolKey {
     pub user: Arc<str>,
     pub caps: u32,
     pub collation: u8,
-}
-
-/// Two words: the user's first 8 bytes, and its length with the caps and collation. Every
-/// checkout and check-in hashes the key, and hashing the whole name cost more than the rest
-/// of the lookup. Equal keys have equal users, so equal hashes, as `Eq` requires; the few
-/// accounts a pool serves rarely share a prefix and a length.
-impl std::hash::Hash for PoolKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let user = self.user.as_bytes();
-        let mut head = [0u8; 8];
-        let n = user.len().min(8);
-        head[..n].copy_from_slice(&user[..n]);
-        state.write_u64(u64::from_le_bytes(head));
-        state.write_u64(
-            u64::from(self.caps) | u64::from(self.collation) << 32 | (user.len() as u64) << 40,
-        );
-    }
 }
 
 /// Movable session state as the server last reported it.
