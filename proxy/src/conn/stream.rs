@@ -326,6 +326,36 @@ impl PacketStream {
         self.wbuf.len()
     }
 
+    /// Writes what is queued if a plain TCP socket takes it all at once, without a future
+    /// or a timer: `Ok(true)`. `Ok(false)`: something is left (the socket is full, or the
+    /// transport is not plain TCP), for `flush`. The bytes and their count are as `flush`'s.
+    pub fn try_flush(&mut self) -> Result<bool, Error> {
+        if self.wbuf.is_empty() {
+            return Ok(true);
+        }
+        let Transport::Plain(s) = &self.socket else {
+            return Ok(false);
+        };
+        loop {
+            match s.try_write(&self.wbuf) {
+                // As `write_all`: a socket that takes nothing has failed.
+                Ok(0) => return Err(Error::Io(std::io::ErrorKind::WriteZero.into())),
+                Ok(n) if n == self.wbuf.len() => {
+                    self.written += n as u64;
+                    self.wbuf.clear();
+                    return Ok(true);
+                }
+                Ok(n) => {
+                    self.written += n as u64;
+                    self.wbuf.advance(n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// Writes everything queued. `timeout` bounds a peer that stops reading.
     pub async fn flush(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
         if self.wbuf.is_empty() {

@@ -34,7 +34,7 @@ use crate::protocol::{flags, Capabilities, ErrPacket, OkPacket, ResponseKind};
 use crate::stats::{ClientCloseReason, Stats};
 pub use acquire::pool_error_packet;
 use registry::{ClientPhase, Registration};
-use relay::{relay, relay_response, RelayError, RelayOptions};
+use relay::{relay_command, RelayError, RelayOptions};
 use state::{Rules, SessionState};
 
 /// What the loop does after a command.
@@ -272,8 +272,11 @@ impl Session {
     /// the statement has given back its backend and slot, so a client that reacts at once
     /// (the next statement, a new connection) finds them free, not still held.
     pub(in crate::session) async fn flush_response(&mut self) -> Result<(), ClientCloseReason> {
-        if self.client.queued() == 0 {
-            return Ok(());
+        // Nearly always the socket takes it all at once: no future, no select.
+        match self.client.try_flush() {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(_) => return Err(ClientCloseReason::Eof),
         }
         let timeout = self.config.client_write_timeout;
         // Biased, as in `run`: the write first, the hard stop whenever it waits.
@@ -407,12 +410,7 @@ impl Session {
         // Biased, as in `run`: the relay first, the hard stop whenever it waits.
         let result = tokio::select! {
             biased;
-            r = async {
-                match packet {
-                    Some(p) => relay(&mut self.client, backend, p, kind, &opts).await,
-                    None => relay_response(&mut self.client, backend, kind, &opts).await,
-                }
-            } => r,
+            r = relay_command(&mut self.client, backend, packet, kind, &opts) => r,
             _ = self.hard_stop.as_mut() => return Err(ClientCloseReason::Shutdown),
         };
         let took = started.elapsed();

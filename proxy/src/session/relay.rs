@@ -45,27 +45,43 @@ pub async fn relay(
     kind: ResponseKind,
     opts: &RelayOptions<'_>,
 ) -> Result<ResponseSummary, RelayError> {
-    backend.stream.queue_raw(command);
-    backend
-        .stream
-        .flush(None)
-        .await
-        .map_err(|error| RelayError::Backend { error, next_seq: 1 })?;
-    relay_response(client, backend, kind, opts).await
+    relay_command(client, backend, Some(command), kind, opts).await
 }
 
 /// Relays the answer to a command already sent (by `relay`, or in a pipelined batch).
-///
-/// Packets that reach the client as they are pile up as a run at the head of the backend's
-/// read buffer (`run` bytes) and are copied to the client in one go (`PacketStream::forward`):
-/// before a rewritten packet, before any wait or flush, and before the relay returns, on
-/// every path. The client gets the same bytes with the same flushes as packet by packet.
 pub async fn relay_response(
     client: &mut PacketStream,
     backend: &mut BackendConn,
     kind: ResponseKind,
     opts: &RelayOptions<'_>,
 ) -> Result<ResponseSummary, RelayError> {
+    relay_command(client, backend, None, kind, opts).await
+}
+
+/// `relay` of `command`, or with `None` `relay_response`: one future for both, which the
+/// session awaits directly (a layer of futures fewer on every poll).
+///
+/// Packets that reach the client as they are pile up as a run at the head of the backend's
+/// read buffer (`run` bytes) and are copied to the client in one go (`PacketStream::forward`):
+/// before a rewritten packet, before any wait or flush, and before the relay returns, on
+/// every path. The client gets the same bytes with the same flushes as packet by packet.
+pub async fn relay_command(
+    client: &mut PacketStream,
+    backend: &mut BackendConn,
+    command: Option<&[u8]>,
+    kind: ResponseKind,
+    opts: &RelayOptions<'_>,
+) -> Result<ResponseSummary, RelayError> {
+    if let Some(command) = command {
+        backend.stream.queue_raw(command);
+        // The socket nearly always takes a command at once.
+        let sent = match backend.stream.try_flush() {
+            Ok(true) => Ok(()),
+            Ok(false) => backend.stream.flush(None).await,
+            Err(e) => Err(e),
+        };
+        sent.map_err(|error| RelayError::Backend { error, next_seq: 1 })?;
+    }
     let backend_err = |error, next_seq| RelayError::Backend { error, next_seq };
     let mut tracker = ResponseTracker::new(kind, backend.caps);
     if kind == ResponseKind::None {
@@ -116,10 +132,12 @@ pub async fn relay_response(
                 // Nothing complete is buffered: let the client have what we have, then wait.
                 backend.stream.forward(run, client);
                 run = 0;
-                client
-                    .flush(Some(opts.client_write_timeout))
-                    .await
-                    .map_err(RelayError::Client)?;
+                if client.queued() > 0 {
+                    client
+                        .flush(Some(opts.client_write_timeout))
+                        .await
+                        .map_err(RelayError::Client)?;
+                }
                 let filled = match opts.interrupt {
                     None => backend.stream.fill().await,
                     Some(i) => {
