@@ -227,26 +227,40 @@ impl Session {
     /// The command loop. Shutdown and KILL CONNECTION end it between statements.
     async fn run(&mut self) -> ClientCloseReason {
         // A child token per session, registered once: polling the shared token itself would
-        // make every session take the same lock on every command. Latched: each is polled
-        // again only once it has woken the session.
-        let mut shutdown = Latched::new(self.ctx.shutdown.child_token().cancelled_owned());
-        let mut killed = Latched::new(self.reg.info.kill.clone().cancelled_owned());
+        // make every session take the same lock on every command. Latched: the two are
+        // polled again only once one of them has woken the session (shutdown first).
+        let shutdown = self.ctx.shutdown.child_token().cancelled_owned();
+        let killed = self.reg.info.kill.clone().cancelled_owned();
+        let mut stop = Latched::new(async move {
+            tokio::select! {
+                biased;
+                _ = shutdown => ClientCloseReason::Shutdown,
+                _ = killed => ClientCloseReason::Killed,
+            }
+        });
         loop {
-            if let Err(reason) = self.flush_response().await {
-                return reason;
+            // The socket nearly always takes the answer at once: then no future at all.
+            if self.client.queued() > 0 && !matches!(self.client.try_flush(), Ok(true)) {
+                if let Err(reason) = self.flush_response().await {
+                    return reason;
+                }
             }
             // The previous command's config: a reload applies from the next command on.
             let stall = self.config.client_login_timeout;
             self.client.trim();
-            // Biased, the read first: no random draw per poll, and a command that is ready
-            // does not also poll the two cancellations (each a lock and a waiter check).
+            // The read first: a command that is ready does not also poll the cancellations.
             // They are still polled whenever the read waits, and tokio's cooperative budget
             // makes even a client that never lets it wait yield now and then.
             let next = tokio::select! {
                 biased;
                 r = self.client.next_packet_within(stall) => r,
-                _ = &mut shutdown => return self.goodbye(errors::shutdown(), ClientCloseReason::Shutdown).await,
-                _ = &mut killed => return self.goodbye(errors::killed(), ClientCloseReason::Killed).await,
+                reason = &mut stop => {
+                    let err = match reason {
+                        ClientCloseReason::Shutdown => errors::shutdown(),
+                        _ => errors::killed(),
+                    };
+                    return self.goodbye(err, reason).await;
+                }
             };
             let span = match next {
                 Ok(Some(span)) => span,
