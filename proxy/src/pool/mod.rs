@@ -302,17 +302,24 @@ impl Pool {
     /// would choose) while the server is up, taken at once, without the outage receiver and
     /// the wake-up registration `checkout` sets up. `None`: `checkout` must decide (it may
     /// open, wait or reset); an idle backend the server closed is closed on the way.
-    pub fn checkout_idle(&self, key: &PoolKey, want: &MovableState) -> Option<PooledBackend> {
-        if self.shared.closed.load(Ordering::Relaxed) || !self.shared.outage.is_up() {
+    /// `up`: the caller's reading of `backend_up`. With the backend, whether its state is
+    /// `want` already (nothing to replay).
+    pub fn checkout_idle(
+        &self,
+        key: &PoolKey,
+        want: &MovableState,
+        up: bool,
+    ) -> Option<(PooledBackend, bool)> {
+        if !up || self.shared.closed.load(Ordering::Relaxed) {
             return None;
         }
         let idle = take_best(&mut self.lock(), key, want);
-        let mut conn = idle?;
+        let (mut conn, score) = idle?;
         if conn.stream.closed_while_idle() {
             self.close(conn, BackendCloseReason::Broken);
             return None;
         }
-        Some(PooledBackend::new(conn, self.clone()))
+        Some((PooledBackend::new(conn, self.clone()), score == 3))
     }
 
     fn down_error(&self, waited: Duration) -> Error {
@@ -336,7 +343,7 @@ impl Pool {
     /// While the server is down (`!may_open`) only the reconnect loop opens connections.
     fn plan_checkout(&self, key: &PoolKey, want: &MovableState, may_open: bool) -> Plan {
         let mut b = self.lock();
-        if let Some(conn) = take_best(&mut b, key, want) {
+        if let Some((conn, _)) = take_best(&mut b, key, want) {
             Plan::Idle(conn)
         } else if let Some(conn) = Self::take_dirty(&mut b, key) {
             // A reset is cheaper than a new connection, and drains the deferred ones.
@@ -487,20 +494,24 @@ impl Pool {
     pub(crate) fn checkin(&self, mut conn: BackendConn, policy: reset::ResetPolicy) {
         let now = Instant::now();
         conn.last_used = now;
-        let facts = {
-            let b = self.lock();
-            self.facts(b.open)
-        };
+        // One lock for the decision and, for the backend that goes back as it is (nearly
+        // every one), its place on the idle list.
+        let mut b = self.lock();
+        let facts = self.facts(b.open);
         match recycle::decide(ConnFacts::of(&conn, now), &facts, Occasion::Checkin) {
             Recycle::Release => {
+                push_idle(&mut b, conn);
+                drop(b);
+                self.shared.freed.notify_one();
                 self.shared.stats.recycled(RecycleOutcome::Release);
-                self.put_idle(conn);
             }
             Recycle::Reset => {
+                drop(b);
                 self.shared.stats.recycled(RecycleOutcome::Reset);
                 self.reset_returned(conn, policy);
             }
             Recycle::Close(reason) => {
+                drop(b);
                 self.shared.stats.recycled(RecycleOutcome::Close);
                 self.close(conn, reason);
             }
@@ -533,16 +544,7 @@ impl Pool {
     }
 
     fn put_idle(&self, conn: BackendConn) {
-        debug_assert_eq!(conn.health, Health::Clean);
-        {
-            let mut b = self.lock();
-            b.idle_count += 1;
-            // Looked up first: the group exists nearly always, and `entry` would clone the key.
-            match b.idle.get_mut(&conn.key) {
-                Some(list) => list.push(conn),
-                None => b.idle.entry(conn.key.clone()).or_default().push(conn),
-            }
-        }
+        push_idle(&mut self.lock(), conn);
         self.shared.freed.notify_one();
     }
 
@@ -585,8 +587,9 @@ impl Pool {
     }
 }
 
-/// The idle backend of `key` that needs the least replay for `want`, most recently used first.
-fn take_best(b: &mut Backends, key: &PoolKey, want: &MovableState) -> Option<BackendConn> {
+/// The idle backend of `key` that needs the least replay for `want`, most recently used
+/// first, and its `replay_score`.
+fn take_best(b: &mut Backends, key: &PoolKey, want: &MovableState) -> Option<(BackendConn, u8)> {
     let list = b.idle.get_mut(key)?;
     if list.is_empty() {
         return None;
@@ -605,7 +608,18 @@ fn take_best(b: &mut Backends, key: &PoolKey, want: &MovableState) -> Option<Bac
     }
     let conn = list.swap_remove(best);
     b.idle_count -= 1;
-    Some(conn)
+    Some((conn, best_score))
+}
+
+/// A clean backend onto its group's idle list (the caller wakes a waiter).
+fn push_idle(b: &mut Backends, conn: BackendConn) {
+    debug_assert_eq!(conn.health, Health::Clean);
+    b.idle_count += 1;
+    // Looked up first: the group exists nearly always, and `entry` would clone the key.
+    match b.idle.get_mut(&conn.key) {
+        Some(list) => list.push(conn),
+        None => b.idle.entry(conn.key.clone()).or_default().push(conn),
+    }
 }
 
 fn take_any_idle(b: &mut Backends) -> Option<BackendConn> {

@@ -115,7 +115,8 @@ impl Session {
         let config = Arc::clone(&self.config);
         let now = now.unwrap_or_else(Instant::now);
         let mut window = config.queue_timeout;
-        if !self.pool().backend_up() {
+        let up = self.pool().backend_up();
+        if !up {
             // During an outage nobody waits longer than backend_down_wait, in the slot
             // queue or for a backend.
             window = window.min(config.backend_down_wait);
@@ -155,10 +156,16 @@ impl Session {
                 })?;
             self.slot = Some(slot);
         }
+        // Its state as the session's already: nothing to compare or replay below.
+        let mut in_state = false;
         if self.backend.is_none() {
             // An idle backend first, without the checkout's future (which waits if need be).
-            if let Some(b) = self.pool().checkout_idle(&self.key, &self.state.movable) {
+            if let Some((b, same)) = self
+                .pool()
+                .checkout_idle(&self.key, &self.state.movable, up)
+            {
                 self.take_backend(b);
+                in_state = same;
             }
         }
         if self.backend.is_none() {
@@ -183,7 +190,7 @@ impl Session {
         }
         // Awaited only when there is state to replay: most backends match already.
         match &self.backend {
-            Some(b) if b.state != self.state.movable => self.sync_backend().await,
+            Some(b) if !in_state && b.state != self.state.movable => self.sync_backend().await,
             _ => Ok(()),
         }
     }
