@@ -376,7 +376,9 @@ impl ResponseTracker {
         s.affected_rows = ok.affected_rows;
         s.last_insert_id = ok.last_insert_id;
         s.warnings = ok.warnings;
-        s.state_changes.extend(ok.session_state);
+        if !ok.session_state.is_empty() {
+            s.state_changes.extend(ok.session_state);
+        }
     }
 
     fn record_eof(&mut self, eof: &EofPacket) {

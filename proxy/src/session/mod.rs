@@ -376,7 +376,13 @@ impl Session {
                 continue;
             }
             if let Some(summary) = relayed? {
-                flow = self.after_statement(&summary, rules.as_ref()).await;
+                // `after_statement`, with its future only when locks must be confirmed.
+                flow = match self.note_statement(&summary, rules.as_ref()) {
+                    commands::Noted::Done(flow) => flow,
+                    commands::Noted::Confirm(names, flow) => {
+                        self.confirmed(&summary, rules.as_ref(), &names, flow).await
+                    }
+                };
             }
             break;
         }
