@@ -35,12 +35,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::config::BackendLimit;
-use crate::conn::backend::{BackendTarget, Health, MovableState, PoolKey};
+use crate::conn::backend::{BackendTarget, MovableState, PoolKey};
 use crate::conn::server_info::ServerInfoCell;
 use crate::conn::{self, BackendConn};
-use crate::stats::{BackendCloseReason, RecycleOutcome, Stats};
+use crate::stats::{BackendCloseReason, Stats};
 use outage::{Outage, OutageView};
-use recycle::{ConnFacts, Occasion, PoolFacts, Recycle};
+use recycle::{ConnFacts, Occasion, Recycle};
 
 #[derive(Clone)]
 pub struct Pool {
@@ -490,44 +490,6 @@ impl Pool {
         }
     }
 
-    /// The return path of every backend (called from `PooledBackend::drop`).
-    pub(crate) fn checkin(&self, mut conn: BackendConn, policy: reset::ResetPolicy) {
-        let now = Instant::now();
-        conn.last_used = now;
-        // One lock for the decision and, for the backend that goes back as it is (nearly
-        // every one), its place on the idle list.
-        let mut b = self.lock();
-        let facts = self.facts(b.open);
-        match recycle::decide(ConnFacts::of(&conn, now), &facts, Occasion::Checkin) {
-            Recycle::Release => {
-                push_idle(&mut b, conn);
-                drop(b);
-                self.shared.freed.notify_one();
-                self.shared.stats.recycled(RecycleOutcome::Release);
-            }
-            Recycle::Reset => {
-                drop(b);
-                self.shared.stats.recycled(RecycleOutcome::Reset);
-                self.reset_returned(conn, policy);
-            }
-            Recycle::Close(reason) => {
-                drop(b);
-                self.shared.stats.recycled(RecycleOutcome::Close);
-                self.close(conn, reason);
-            }
-        }
-    }
-
-    /// What `recycle::decide` needs to know about the pool, with `open` read under the lock.
-    fn facts(&self, open: u32) -> PoolFacts {
-        PoolFacts {
-            closed: self.shared.closed.load(Ordering::Relaxed),
-            open,
-            max_open: self.allowed_open(),
-            lifetime: Duration::from_secs(self.shared.lifetime_secs.load(Ordering::Relaxed) as u64),
-        }
-    }
-
     /// Counts the close of an evicted backend, whose place in `open` the caller reuses.
     fn evicted(&self, victim: Option<BackendConn>) {
         let Some(conn) = victim else {
@@ -541,11 +503,6 @@ impl Pool {
             self.shared.stats.backend_closed(reason);
         }
         drop(conn);
-    }
-
-    fn put_idle(&self, conn: BackendConn) {
-        push_idle(&mut self.lock(), conn);
-        self.shared.freed.notify_one();
     }
 
     fn close(&self, conn: BackendConn, reason: BackendCloseReason) {
@@ -609,17 +566,6 @@ fn take_best(b: &mut Backends, key: &PoolKey, want: &MovableState) -> Option<(Ba
     let conn = list.swap_remove(best);
     b.idle_count -= 1;
     Some((conn, best_score))
-}
-
-/// A clean backend onto its group's idle list (the caller wakes a waiter).
-fn push_idle(b: &mut Backends, conn: BackendConn) {
-    debug_assert_eq!(conn.health, Health::Clean);
-    b.idle_count += 1;
-    // Looked up first: the group exists nearly always, and `entry` would clone the key.
-    match b.idle.get_mut(&conn.key) {
-        Some(list) => list.push(conn),
-        None => b.idle.entry(conn.key.clone()).or_default().push(conn),
-    }
 }
 
 fn take_any_idle(b: &mut Backends) -> Option<BackendConn> {
