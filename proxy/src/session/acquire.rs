@@ -112,27 +112,31 @@ impl Session {
     /// The slot and backend of the server the session is routed to, state replayed.
     /// `now`: the time, if the caller has just read it.
     async fn take_slot_and_backend(&mut self, now: Option<Instant>) -> Result<(), ErrPacket> {
-        let config = Arc::clone(&self.config);
+        // The settings it needs, copied (cheaper than holding the config's Arc).
+        let (down_wait, max_queue_wait) =
+            (self.config.backend_down_wait, self.config.max_queue_wait);
         let now = now.unwrap_or_else(Instant::now);
-        let mut window = config.queue_timeout;
+        let mut window = self.config.queue_timeout;
         let up = self.pool().backend_up();
         if !up {
             // During an outage nobody waits longer than backend_down_wait, in the slot
             // queue or for a backend.
-            window = window.min(config.backend_down_wait);
+            window = window.min(down_wait);
         }
         let deadline = now + window;
         if self.slot.is_none() {
-            self.admit(&config)?;
+            self.admit()?;
             self.reg.info.set_phase(ClientPhase::Waiting);
-            let left = if self.wait_while_paused(deadline).await? {
+            // Awaited only while paused (its future is not needed otherwise).
+            let paused = *self.ctx.paused.borrow();
+            let left = if paused && self.wait_while_paused(deadline).await? {
                 deadline.saturating_duration_since(Instant::now())
             } else {
                 window
             };
             // The admission estimate can be wrong (a burst right after cheap statements):
             // a statement admitted under max_queue_wait still never waits longer than it.
-            let shed_after = config.max_queue_wait.filter(|t| *t < left);
+            let shed_after = max_queue_wait.filter(|t| *t < left);
             let acquired = self.pool().acquire_slot(shed_after.unwrap_or(left)).await;
             if acquired.is_ok() {
                 self.last_served = Instant::now();
@@ -181,7 +185,7 @@ impl Session {
                     if self.on_replica {
                         Duration::ZERO
                     } else {
-                        config.backend_down_wait
+                        down_wait
                     },
                 )
                 .await
@@ -199,8 +203,8 @@ impl Session {
     /// the target fails fast with a retryable error instead of queueing for seconds (and one
     /// admitted on a wrong estimate fails once it has waited the target, in `acquire_inner`).
     /// A session inside a transaction is never shed (it holds its slot anyway).
-    fn admit(&self, config: &crate::config::Config) -> Result<(), ErrPacket> {
-        let Some(target) = config.max_queue_wait else {
+    fn admit(&self) -> Result<(), ErrPacket> {
+        let Some(target) = self.config.max_queue_wait else {
             return Ok(());
         };
         let starved = self.last_served.elapsed();

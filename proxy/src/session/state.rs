@@ -367,6 +367,14 @@ impl SessionState {
     /// unless a single statement failed (a GET_LOCK() counts even then: it may have run
     /// before the error); releases count only when everything succeeded.
     pub fn apply(&mut self, rules: &Rules, ran: Ran) -> Applied {
+        if rules.pins == 0 && rules.locks.is_empty() {
+            // Most statements: no pin, no lock to record; only an XA transaction may end.
+            self.xa &= self.in_transaction();
+            return Applied {
+                disconnects: rules.disconnects && ran == Ran::Ok,
+                ..Applied::default()
+            };
+        }
         let before = self.pin_bits();
         let mut applied = Applied {
             disconnects: rules.disconnects && ran == Ran::Ok,
