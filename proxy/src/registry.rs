@@ -57,7 +57,8 @@ pub struct ClientInfo {
     pub connected: Instant,
     pub user: Mutex<String>,
     phase: AtomicU8,
-    pin: Mutex<Option<PinReason>>,
+    /// 0: not pinned; else 1 + the `PinReason` (set after every statement: no lock).
+    pin: AtomicU8,
     pub queries: AtomicU64,
     /// The server thread id of the backend running this client's statement, 0 if none.
     pub backend_thread: AtomicU32,
@@ -114,12 +115,13 @@ impl ClientInfo {
         self.phase.store(p as u8, Ordering::Relaxed);
     }
     pub fn pin(&self) -> Option<PinReason> {
-        self.pin.lock().ok().and_then(|p| *p)
+        let v = self.pin.load(Ordering::Relaxed);
+        PinReason::ALL.get(usize::from(v).checked_sub(1)?).copied()
     }
     pub fn set_pin(&self, reason: Option<PinReason>) {
-        if let Ok(mut p) = self.pin.lock() {
-            *p = reason;
-        }
+        // `ALL` is in declaration order: a reason's discriminant is its index there.
+        let v = reason.map_or(0, |r| r as u8 + 1);
+        self.pin.store(v, Ordering::Relaxed);
     }
     pub fn user(&self) -> String {
         self.user.lock().map(|u| u.clone()).unwrap_or_default()
@@ -215,7 +217,7 @@ impl Registry {
             connected: Instant::now(),
             user: Mutex::new(String::new()),
             phase: AtomicU8::new(ClientPhase::Login as u8),
-            pin: Mutex::new(None),
+            pin: AtomicU8::new(0),
             queries: AtomicU64::new(0),
             backend_thread: AtomicU32::new(0),
             kill: CancellationToken::new(),

@@ -34,7 +34,6 @@ pub(super) fn classify_plain(sql: &[u8]) -> Option<Classification> {
         return None;
     }
     let mut lexer = Lexer::new(sql);
-    let mut stmt = Stmt::new();
     let Some(first) = lexer.next() else {
         return Some(Classification::default());
     };
@@ -66,6 +65,8 @@ pub(super) fn classify_plain(sql: &[u8]) -> Option<Classification> {
     if needs_all_tokens(sql, &first) || is_kw(sql, &first, b"with") {
         return None;
     }
+    // Built only here: plain DML above never needs it.
+    let mut stmt = Stmt::new();
     stmt.prefix[0] = first;
     stmt.count = 1;
     for tok in lexer.take(PREFIX - 1) {

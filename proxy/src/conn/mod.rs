@@ -2,13 +2,15 @@
 //! the client-facing handshake (`client`), client TLS (`tls`), backend connections (`backend`)
 //! the per-address login backoff (`auth_failures`), the server's latest greeting
 //! (`server_info`), what each backend account may do about CONNECTION_ID() (`identity`) and
-//! the one password check of every login (`password`).
+//! the one password check of every login (`password`), and the cheap re-poll of the
+//! cancellations a session waits on beside its sockets (`latch`).
 //! No pool policy lives here.
 
 pub mod auth_failures;
 pub mod backend;
 pub mod client;
 pub mod identity;
+pub mod latch;
 pub mod password;
 pub mod server_info;
 pub mod stmts;

@@ -243,6 +243,40 @@ impl PacketStream {
         Ok(frame::scan_logical(&self.rbuf, self.max_payload)?)
     }
 
+    /// The logical packet that starts `offset` bytes into the read buffer, if it is all
+    /// there; never reads. With `forward`, a relay passes a run of packets on in one copy.
+    pub fn buffered_packet_at(&self, offset: usize) -> Result<Option<LogicalSpan>, Error> {
+        let rest = self.rbuf.get(offset..).unwrap_or_default();
+        Ok(frame::scan_logical(rest, self.max_payload)?)
+    }
+
+    /// The read buffer from `offset` on, and the payload limit its packets must keep
+    /// (`ResponseTracker::skim` reads runs of packets in place).
+    pub fn buffered_from(&self, offset: usize) -> (&[u8], usize) {
+        (
+            self.rbuf.get(offset..).unwrap_or_default(),
+            self.max_payload,
+        )
+    }
+
+    /// The raw bytes of the packet `span` found `offset` bytes into the read buffer.
+    pub fn raw_at(&self, offset: usize, span: &LogicalSpan) -> &[u8] {
+        &self.rbuf[offset..offset + span.raw_len]
+    }
+
+    /// The payload of the packet `span` found `offset` bytes into the read buffer.
+    pub fn payload_at(&self, offset: usize, span: &LogicalSpan) -> Cow<'_, [u8]> {
+        frame::payload(self.raw_at(offset, span), span)
+    }
+
+    /// Moves the first `len` buffered bytes, as they are, to the end of `to`'s write queue.
+    pub fn forward(&mut self, len: usize, to: &mut PacketStream) {
+        if len > 0 {
+            to.wbuf.extend_from_slice(&self.rbuf[..len]);
+            self.rbuf.advance(len);
+        }
+    }
+
     /// Reads more bytes from the socket. Returns false on EOF.
     pub async fn fill(&mut self) -> Result<bool, Error> {
         if self.rbuf.capacity() - self.rbuf.len() < self.read_chunk / 2 {
@@ -290,6 +324,36 @@ impl PacketStream {
 
     pub fn queued(&self) -> usize {
         self.wbuf.len()
+    }
+
+    /// Writes what is queued if a plain TCP socket takes it all at once, without a future
+    /// or a timer: `Ok(true)`. `Ok(false)`: something is left (the socket is full, or the
+    /// transport is not plain TCP), for `flush`. The bytes and their count are as `flush`'s.
+    pub fn try_flush(&mut self) -> Result<bool, Error> {
+        if self.wbuf.is_empty() {
+            return Ok(true);
+        }
+        let Transport::Plain(s) = &self.socket else {
+            return Ok(false);
+        };
+        loop {
+            match s.try_write(&self.wbuf) {
+                // As `write_all`: a socket that takes nothing has failed.
+                Ok(0) => return Err(Error::Io(std::io::ErrorKind::WriteZero.into())),
+                Ok(n) if n == self.wbuf.len() => {
+                    self.written += n as u64;
+                    self.wbuf.clear();
+                    return Ok(true);
+                }
+                Ok(n) => {
+                    self.written += n as u64;
+                    self.wbuf.advance(n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Writes everything queued. `timeout` bounds a peer that stops reading.

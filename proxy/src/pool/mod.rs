@@ -35,12 +35,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::config::BackendLimit;
-use crate::conn::backend::{BackendTarget, Health, MovableState, PoolKey};
+use crate::conn::backend::{BackendTarget, MovableState, PoolKey};
 use crate::conn::server_info::ServerInfoCell;
 use crate::conn::{self, BackendConn};
-use crate::stats::{BackendCloseReason, RecycleOutcome, Stats};
+use crate::stats::{BackendCloseReason, Stats};
 use outage::{Outage, OutageView};
-use recycle::{ConnFacts, Occasion, PoolFacts, Recycle};
+use recycle::{ConnFacts, Occasion, Recycle};
 
 #[derive(Clone)]
 pub struct Pool {
@@ -213,7 +213,9 @@ impl Pool {
         deadline: Instant,
         down_wait: Duration,
     ) -> Result<PooledBackend, Error> {
-        let started = Instant::now();
+        // Read once the first plan is anything but an idle backend that is ready: the
+        // checkout that finds one (nearly every checkout) never needs it.
+        let mut started: Option<Instant> = None;
         let mut down_until: Option<Instant> = None;
         loop {
             if self.shared.closed.load(Ordering::Relaxed) {
@@ -241,6 +243,7 @@ impl Pool {
             match plan {
                 Plan::Idle(mut conn) => {
                     if conn.stream.closed_while_idle() {
+                        started.get_or_insert_with(Instant::now);
                         // The server closed it (restart, kill, wait_timeout): try the next.
                         self.close(conn, BackendCloseReason::Broken);
                         continue;
@@ -248,11 +251,13 @@ impl Pool {
                     return Ok(PooledBackend::new(conn, self.clone()));
                 }
                 Plan::Dirty(conn) => {
+                    started.get_or_insert_with(Instant::now);
                     if let Some(ready) = self.reset_for_checkout(conn).await {
                         return Ok(ready);
                     }
                 }
                 Plan::Open(evicted) => {
+                    started.get_or_insert_with(Instant::now);
                     self.evicted(evicted);
                     match self.open_new(key, target).await {
                         Err(Error::Connect { kind, .. }) if !kind.is_permanent() => continue,
@@ -260,6 +265,7 @@ impl Pool {
                     }
                 }
                 Plan::Wait => {
+                    let started = *started.get_or_insert_with(Instant::now);
                     let until = if up {
                         deadline
                     } else {
@@ -292,6 +298,30 @@ impl Pool {
         }
     }
 
+    /// Nearly every checkout: an idle backend of `key` (the best for `want`, as `checkout`
+    /// would choose) while the server is up, taken at once, without the outage receiver and
+    /// the wake-up registration `checkout` sets up. `None`: `checkout` must decide (it may
+    /// open, wait or reset); an idle backend the server closed is closed on the way.
+    /// `up`: the caller's reading of `backend_up`. With the backend, whether its state is
+    /// `want` already (nothing to replay).
+    pub fn checkout_idle(
+        &self,
+        key: &PoolKey,
+        want: &MovableState,
+        up: bool,
+    ) -> Option<(PooledBackend, bool)> {
+        if !up || self.shared.closed.load(Ordering::Relaxed) {
+            return None;
+        }
+        let idle = take_best(&mut self.lock(), key, want);
+        let (mut conn, score) = idle?;
+        if conn.stream.closed_while_idle() {
+            self.close(conn, BackendCloseReason::Broken);
+            return None;
+        }
+        Some((PooledBackend::new(conn, self.clone()), score == 3))
+    }
+
     fn down_error(&self, waited: Duration) -> Error {
         Error::BackendDown {
             view: Box::new(self.shared.outage.view()),
@@ -313,7 +343,7 @@ impl Pool {
     /// While the server is down (`!may_open`) only the reconnect loop opens connections.
     fn plan_checkout(&self, key: &PoolKey, want: &MovableState, may_open: bool) -> Plan {
         let mut b = self.lock();
-        if let Some(conn) = take_best(&mut b, key, want) {
+        if let Some((conn, _)) = take_best(&mut b, key, want) {
             Plan::Idle(conn)
         } else if let Some(conn) = Self::take_dirty(&mut b, key) {
             // A reset is cheaper than a new connection, and drains the deferred ones.
@@ -460,40 +490,6 @@ impl Pool {
         }
     }
 
-    /// The return path of every backend (called from `PooledBackend::drop`).
-    pub(crate) fn checkin(&self, mut conn: BackendConn, policy: reset::ResetPolicy) {
-        let now = Instant::now();
-        conn.last_used = now;
-        let facts = {
-            let b = self.lock();
-            self.facts(b.open)
-        };
-        match recycle::decide(ConnFacts::of(&conn, now), &facts, Occasion::Checkin) {
-            Recycle::Release => {
-                self.shared.stats.recycled(RecycleOutcome::Release);
-                self.put_idle(conn);
-            }
-            Recycle::Reset => {
-                self.shared.stats.recycled(RecycleOutcome::Reset);
-                self.reset_returned(conn, policy);
-            }
-            Recycle::Close(reason) => {
-                self.shared.stats.recycled(RecycleOutcome::Close);
-                self.close(conn, reason);
-            }
-        }
-    }
-
-    /// What `recycle::decide` needs to know about the pool, with `open` read under the lock.
-    fn facts(&self, open: u32) -> PoolFacts {
-        PoolFacts {
-            closed: self.shared.closed.load(Ordering::Relaxed),
-            open,
-            max_open: self.allowed_open(),
-            lifetime: Duration::from_secs(self.shared.lifetime_secs.load(Ordering::Relaxed) as u64),
-        }
-    }
-
     /// Counts the close of an evicted backend, whose place in `open` the caller reuses.
     fn evicted(&self, victim: Option<BackendConn>) {
         let Some(conn) = victim else {
@@ -507,16 +503,6 @@ impl Pool {
             self.shared.stats.backend_closed(reason);
         }
         drop(conn);
-    }
-
-    fn put_idle(&self, conn: BackendConn) {
-        debug_assert_eq!(conn.health, Health::Clean);
-        {
-            let mut b = self.lock();
-            b.idle_count += 1;
-            b.idle.entry(conn.key.clone()).or_default().push(conn);
-        }
-        self.shared.freed.notify_one();
     }
 
     fn close(&self, conn: BackendConn, reason: BackendCloseReason) {
@@ -558,8 +544,9 @@ impl Pool {
     }
 }
 
-/// The idle backend of `key` that needs the least replay for `want`, most recently used first.
-fn take_best(b: &mut Backends, key: &PoolKey, want: &MovableState) -> Option<BackendConn> {
+/// The idle backend of `key` that needs the least replay for `want`, most recently used
+/// first, and its `replay_score`.
+fn take_best(b: &mut Backends, key: &PoolKey, want: &MovableState) -> Option<(BackendConn, u8)> {
     let list = b.idle.get_mut(key)?;
     if list.is_empty() {
         return None;
@@ -578,7 +565,7 @@ fn take_best(b: &mut Backends, key: &PoolKey, want: &MovableState) -> Option<Bac
     }
     let conn = list.swap_remove(best);
     b.idle_count -= 1;
-    Some(conn)
+    Some((conn, best_score))
 }
 
 fn take_any_idle(b: &mut Backends) -> Option<BackendConn> {

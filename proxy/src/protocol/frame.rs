@@ -48,7 +48,27 @@ pub fn peek_header(buf: &[u8]) -> Option<(usize, u8)> {
 /// One complete logical packet (all 16 MiB chunks + the final short chunk) at the start of `buf`, or Ok(None) if more
 /// bytes are needed. Errors: seq ids not consecutive inside the packet (SequenceMismatch); payload_len > max_payload
 /// (PacketTooLarge, reported as soon as the headers seen so far prove it, without waiting for the bytes).
+#[inline]
 pub fn scan_logical(buf: &[u8], max_payload: usize) -> Result<Option<LogicalSpan>> {
+    // Nearly every packet: one chunk, all of it buffered, within the limit. The same span
+    // as the loop below finds, without the loop (it runs for every packet relayed).
+    if let [a, b, c, seq, body @ ..] = buf {
+        let len = u32::from_le_bytes([*a, *b, *c, 0]) as usize;
+        if len < MAX_CHUNK && len <= max_payload && body.len() >= len {
+            return Ok(Some(LogicalSpan {
+                raw_len: HEADER_LEN + len,
+                payload_len: len,
+                first_seq: *seq,
+                last_seq: *seq,
+                chunks: 1,
+            }));
+        }
+    }
+    scan_chunks(buf, max_payload)
+}
+
+/// `scan_logical` for what its fast path leaves: incomplete, oversized or multi-chunk.
+fn scan_chunks(buf: &[u8], max_payload: usize) -> Result<Option<LogicalSpan>> {
     let mut pos = 0usize;
     let mut payload_len = 0usize;
     let mut chunks = 0usize;
@@ -91,6 +111,7 @@ pub fn scan_logical(buf: &[u8], max_payload: usize) -> Result<Option<LogicalSpan
 /// The payload of a scanned logical packet: borrowed when it is one chunk, joined when it is several.
 ///
 /// `raw` must start with the packet `span` was scanned from; a shorter `raw` yields what is there.
+#[inline]
 pub fn payload<'a>(raw: &'a [u8], span: &LogicalSpan) -> Cow<'a, [u8]> {
     let raw = raw.get(..span.raw_len).unwrap_or(raw);
     if span.chunks == 1 {

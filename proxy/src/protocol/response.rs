@@ -269,6 +269,58 @@ impl ResponseTracker {
         }
     }
 
+    /// Feeds the framed packets at the start of `buf` for as long as each is one complete
+    /// chunk within `max_payload` whose feed is a plain `Feed::Continue` known without
+    /// decoding anything (a column count, a column definition, a row), and until they take
+    /// `limit` bytes or more. Returns the bytes they take and the last one's sequence id
+    /// (`None`: nothing was fed). The packet it stops before is left unfed, for `feed`.
+    /// What a relay does with each of them is to pass it on as it is: a result set's rows
+    /// go through this tight loop instead of one `feed` call each.
+    pub fn skim(&mut self, buf: &[u8], max_payload: usize, limit: usize) -> (usize, Option<u8>) {
+        let (mut pos, mut last) = (0usize, None);
+        while pos < limit {
+            let Some((len, seq)) = buf.get(pos..).and_then(super::frame::peek_header) else {
+                break;
+            };
+            let Some(payload) = buf
+                .get(pos + super::frame::HEADER_LEN..)
+                .and_then(|rest| rest.get(..len))
+                .filter(|p| !p.is_empty() && len < MAX_CHUNK && len <= max_payload)
+            else {
+                break;
+            };
+            let first = payload[0];
+            if first == ERR_HEADER {
+                break;
+            }
+            match self.state {
+                // As `feed`: a definition ends the run of them at the last one.
+                State::ColumnDefs { left } => {
+                    self.state = match left.saturating_sub(1) {
+                        0 if self.deprecate_eof => State::Rows,
+                        0 => State::ColumnsEof,
+                        left => State::ColumnDefs { left },
+                    };
+                }
+                State::Rows if !self.is_terminator(first, payload) => self.summary.rows += 1,
+                // A column count (not OK, not LOCAL INFILE, not a 0xFB `feed` refuses).
+                State::ResultStart if first != OK_HEADER && first != LOCAL_INFILE_HEADER => {
+                    match Reader::named(payload, "column count").lenenc_int() {
+                        Ok(columns) if columns > 0 => {
+                            self.summary.result_sets += 1;
+                            self.state = State::ColumnDefs { left: columns };
+                        }
+                        _ => break,
+                    }
+                }
+                _ => break,
+            }
+            pos += super::frame::HEADER_LEN + len;
+            last = Some(seq);
+        }
+        (pos, last)
+    }
+
     fn result_start(&mut self, first: u8, payload: &[u8]) -> Result<Feed> {
         match first {
             OK_HEADER => {
@@ -324,7 +376,9 @@ impl ResponseTracker {
         s.affected_rows = ok.affected_rows;
         s.last_insert_id = ok.last_insert_id;
         s.warnings = ok.warnings;
-        s.state_changes.extend(ok.session_state);
+        if !ok.session_state.is_empty() {
+            s.state_changes.extend(ok.session_state);
+        }
     }
 
     fn record_eof(&mut self, eof: &EofPacket) {
@@ -349,6 +403,7 @@ impl ResponseTracker {
 mod tests {
     use super::*;
     use crate::protocol::testutil::hex;
+    use bytes::BytesMut;
 
     fn caps(deprecate_eof: bool) -> Capabilities {
         let mut caps = Capabilities::CLIENT_PROTOCOL_41
@@ -380,7 +435,42 @@ mod tests {
             tracker.feed(&[0x00, 0, 0, 2, 0, 0, 0]).is_err(),
             "fed past the end"
         );
-        (feeds, tracker.into_summary())
+        let summary = tracker.into_summary();
+        assert_eq!(skimmed(kind, deprecate_eof, packets, &feeds), summary);
+        (feeds, summary)
+    }
+
+    /// The same packets framed in one buffer, relayed as `session::relay` does: `skim` as
+    /// far as it goes, then one `feed`, and again. Every packet skimmed must be one `feed`
+    /// calls `Continue`; the summary must come out the same.
+    fn skimmed(
+        kind: ResponseKind,
+        deprecate_eof: bool,
+        packets: &[&str],
+        feeds: &[Feed],
+    ) -> ResponseSummary {
+        let mut buf = BytesMut::new();
+        let mut ends = Vec::new();
+        for (i, packet) in packets.iter().enumerate() {
+            super::super::frame::write_packet(&mut buf, i as u8 + 1, &hex(packet));
+            ends.push(buf.len());
+        }
+        let mut tracker = ResponseTracker::new(kind, caps(deprecate_eof));
+        let (mut pos, mut i) = (0, 0);
+        while i < packets.len() {
+            let (bytes, _) = tracker.skim(&buf[pos..], 1 << 30, usize::MAX);
+            pos += bytes;
+            while i < packets.len() && ends[i] <= pos {
+                assert_eq!(feeds[i], Feed::Continue, "packet {i} skimmed");
+                i += 1;
+            }
+            if i < packets.len() {
+                assert_eq!(tracker.feed(&hex(packets[i])).unwrap(), feeds[i]);
+                pos = ends[i];
+                i += 1;
+            }
+        }
+        tracker.into_summary()
     }
 
     use Feed::{Continue as C, ContinueOk as CO, Done as D, DoneOk as DO};

@@ -75,49 +75,68 @@ impl Session {
     }
 
     /// Takes an execution slot and a backend (if not held already) and brings the backend
-    /// to the session's movable state.
-    pub(super) async fn acquire(&mut self) -> Result<(), ErrPacket> {
+    /// to the session's movable state. Returns when it was done: the clock read that ends
+    /// the queue wait also starts the statement's relay (`Session::relay_start`).
+    pub(super) async fn acquire(&mut self) -> Result<Instant, ErrPacket> {
         let queued = Instant::now();
+        // Nothing to wait for before the slot queue (no reset, no routing): the queue's
+        // deadline counts from this same clock read.
+        let direct = !self.resets.pending() && !self.config.uses_topology();
         // A backend this session gave back dirty (COM_RESET_CONNECTION, COM_CHANGE_USER)
         // is reset before its next statement runs anywhere.
-        self.resets.settled(RESET_WAIT).await;
-        let result = self.acquire_inner().await;
-        if result.is_ok() {
-            self.ctx.latency.queue_wait.record(queued.elapsed());
+        if !direct {
+            self.resets.settled(RESET_WAIT).await;
         }
-        result
+        self.acquire_inner(direct.then_some(queued)).await?;
+        let done = Instant::now();
+        self.ctx.latency.queue_wait.record(done - queued);
+        Ok(done)
     }
 
-    async fn acquire_inner(&mut self) -> Result<(), ErrPacket> {
-        // The one routing call: which server's slots and backends this statement takes.
-        self.route_statement().await?;
-        self.take_slot_and_backend().await?;
+    async fn acquire_inner(&mut self, now: Option<Instant>) -> Result<(), ErrPacket> {
+        // The one routing call: which server's slots and backends this statement takes
+        // (awaited only when there is a choice to make).
+        if let Some(pending) = self.route_begin() {
+            self.route_statement(pending).await?;
+        }
+        self.take_slot_and_backend(now).await?;
         if let Some(until) = self.gtid_wait.take() {
             if !self.replica_reached(&until).await {
                 self.fall_back_to_writer()?;
-                self.take_slot_and_backend().await?;
+                self.take_slot_and_backend(None).await?;
             }
         }
         Ok(())
     }
 
     /// The slot and backend of the server the session is routed to, state replayed.
-    async fn take_slot_and_backend(&mut self) -> Result<(), ErrPacket> {
-        let config = Arc::clone(&self.config);
-        let mut deadline = Instant::now() + config.queue_timeout;
-        if !self.pool().backend_up() {
+    /// `now`: the time, if the caller has just read it.
+    async fn take_slot_and_backend(&mut self, now: Option<Instant>) -> Result<(), ErrPacket> {
+        // The settings it needs, copied (cheaper than holding the config's Arc).
+        let (down_wait, max_queue_wait) =
+            (self.config.backend_down_wait, self.config.max_queue_wait);
+        let now = now.unwrap_or_else(Instant::now);
+        let mut window = self.config.queue_timeout;
+        let up = self.pool().backend_up();
+        if !up {
             // During an outage nobody waits longer than backend_down_wait, in the slot
             // queue or for a backend.
-            deadline = deadline.min(Instant::now() + config.backend_down_wait);
+            window = window.min(down_wait);
         }
+        let deadline = now + window;
         if self.slot.is_none() {
-            self.admit(&config)?;
+            self.admit()?;
             self.reg.info.set_phase(ClientPhase::Waiting);
-            self.wait_while_paused(deadline).await?;
-            let left = deadline.saturating_duration_since(Instant::now());
+            // Awaited only while paused (its future is not needed otherwise).
+            let paused = *self.ctx.paused.borrow();
+            let left = if paused && self.wait_while_paused(deadline).await? {
+                deadline.saturating_duration_since(Instant::now())
+            } else {
+                window
+            };
             // The admission estimate can be wrong (a burst right after cheap statements):
             // a statement admitted under max_queue_wait still never waits longer than it.
-            let shed_after = config.max_queue_wait.filter(|t| *t < left);
+            let shed_after = max_queue_wait.filter(|t| *t < left);
             let acquired = self.pool().acquire_slot(shed_after.unwrap_or(left)).await;
             if acquired.is_ok() {
                 self.last_served = Instant::now();
@@ -141,6 +160,18 @@ impl Session {
                 })?;
             self.slot = Some(slot);
         }
+        // Its state as the session's already: nothing to compare or replay below.
+        let mut in_state = false;
+        if self.backend.is_none() {
+            // An idle backend first, without the checkout's future (which waits if need be).
+            if let Some((b, same)) = self
+                .pool()
+                .checkout_idle(&self.key, &self.state.movable, up)
+            {
+                self.take_backend(b);
+                in_state = same;
+            }
+        }
         if self.backend.is_none() {
             let b = self
                 .pool()
@@ -154,22 +185,26 @@ impl Session {
                     if self.on_replica {
                         Duration::ZERO
                     } else {
-                        config.backend_down_wait
+                        down_wait
                     },
                 )
                 .await
                 .map_err(|e| self.pool_error(&e))?;
             self.take_backend(b);
         }
-        self.sync_backend().await
+        // Awaited only when there is state to replay: most backends match already.
+        match &self.backend {
+            Some(b) if !in_state && b.state != self.state.movable => self.sync_backend().await,
+            _ => Ok(()),
+        }
     }
 
     /// Latency-target admission (`max_queue_wait`): a statement that would wait longer than
     /// the target fails fast with a retryable error instead of queueing for seconds (and one
     /// admitted on a wrong estimate fails once it has waited the target, in `acquire_inner`).
     /// A session inside a transaction is never shed (it holds its slot anyway).
-    fn admit(&self, config: &crate::config::Config) -> Result<(), ErrPacket> {
-        let Some(target) = config.max_queue_wait else {
+    fn admit(&self) -> Result<(), ErrPacket> {
+        let Some(target) = self.config.max_queue_wait else {
             return Ok(());
         };
         let starved = self.last_served.elapsed();
@@ -185,14 +220,15 @@ impl Session {
         Err(ErrPacket::from_code(codes::OVERLOADED, msg.as_bytes()))
     }
 
-    async fn wait_while_paused(&self, deadline: Instant) -> Result<(), ErrPacket> {
+    /// True if it waited (the clock moved on).
+    async fn wait_while_paused(&self, deadline: Instant) -> Result<bool, ErrPacket> {
         if !*self.ctx.paused.borrow() {
-            return Ok(());
+            return Ok(false);
         }
         let mut rx = self.ctx.paused.subscribe();
         let wait = async move { rx.wait_for(|paused| !*paused).await.map(|_| ()) };
         match tokio::time::timeout_at(deadline.into(), wait).await {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(true),
             Err(_) => Err(ErrPacket::from_code(
                 codes::QUEUE_TIMEOUT,
                 &b"sluice is PAUSED and queue_timeout passed; RESUME it on the admin console, then retry"[..],

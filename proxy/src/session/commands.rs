@@ -109,11 +109,24 @@ impl Session {
         summary: &ResponseSummary,
         rules: Option<&Rules>,
     ) -> Flow {
+        match self.note_statement(summary, rules) {
+            Noted::Done(flow) => flow,
+            Noted::Confirm(names, flow) => self.confirmed(summary, rules, &names, flow).await,
+        }
+    }
+
+    /// `after_statement` without a future: all of it, unless the server must first be asked
+    /// which named locks the statement took (then `confirmed` does the rest).
+    pub(super) fn note_statement(
+        &mut self,
+        summary: &ResponseSummary,
+        rules: Option<&Rules>,
+    ) -> Noted {
         if let Some(status) = summary.status {
             self.state.status = status;
         }
         let Some(backend) = self.backend.as_mut() else {
-            return Flow::Continue;
+            return Noted::Done(Flow::Continue);
         };
         backend.statements += 1;
         if summary.last_insert_id != 0 {
@@ -124,8 +137,10 @@ impl Session {
         // carries them, and must not go back to the pool with them.
         let reread = rules.is_some_and(|r| r.reads_diagnostics) && self.state.warnings_pending;
         self.state.warnings_pending = summary.warnings > 0 || reread;
-        backend.state.apply(&summary.state_changes);
-        self.state.movable.apply(&summary.state_changes);
+        if !summary.state_changes.is_empty() {
+            backend.state.apply(&summary.state_changes);
+            self.state.movable.apply(&summary.state_changes);
+        }
         // The backend is gone after this answer: the server closed it, or it failed.
         let (mut closed, mut flow) = (false, Flow::Continue);
         if let Some(rules) = rules {
@@ -141,8 +156,33 @@ impl Session {
             // killed wait, took no lock, and one believed held would keep the slot for good);
             // `SHOW WARNINGS` then misses the error only if the session kept this backend.
             if !closed && !applied.confirm.is_empty() && !self.state.warnings_pending {
-                closed = !self.confirm_named_locks(&applied.confirm).await;
+                return Noted::Confirm(applied.confirm, flow);
             }
+        }
+        Noted::Done(self.finish_statement(summary, rules, closed, flow))
+    }
+
+    /// The rest of `note_statement` once the server said which named locks are held.
+    pub(super) async fn confirmed(
+        &mut self,
+        summary: &ResponseSummary,
+        rules: Option<&Rules>,
+        names: &[Box<[u8]>],
+        flow: Flow,
+    ) -> Flow {
+        let closed = !self.confirm_named_locks(names).await;
+        self.finish_statement(summary, rules, closed, flow)
+    }
+
+    /// Pins nothing predicted, and what the backend goes back as.
+    fn finish_statement(
+        &mut self,
+        summary: &ResponseSummary,
+        rules: Option<&Rules>,
+        closed: bool,
+        flow: Flow,
+    ) -> Flow {
+        if rules.is_some() {
             self.reg.info.set_pin(self.state.pin_reason());
         }
         if has_unexplained_change(&summary.state_changes, rules) {
@@ -459,6 +499,13 @@ fn has_unexplained_change(changes: &[SessionStateChange], rules: Option<&Rules>)
     });
     let explained_by_class = rules.is_some_and(Rules::explains_state_change);
     !(explained_by_report || explained_by_class)
+}
+
+/// How far `note_statement` got.
+pub(super) enum Noted {
+    Done(Flow),
+    /// The named locks to confirm first (`Session::confirmed`), and the flow so far.
+    Confirm(Vec<Box<[u8]>>, Flow),
 }
 
 /// A COM_QUERY packet for sluice's own statements.

@@ -74,24 +74,27 @@ impl Session {
         Some(with_client_id(sql, &class.id_calls, self.reg.info.id))
     }
 
-    /// Makes the backend show the client's identity where the statement can see it.
-    pub(super) async fn present_identity(&mut self, presents: Presents) {
+    /// Makes the backend show the client's identity where the statement can see it. True
+    /// if that took a round trip to the backend.
+    pub(super) async fn present_identity(&mut self, presents: Presents) -> bool {
+        let mut talked = false;
         if presents.connection_id && self.id_mode() == Some(IdentityMode::PseudoThreadId) {
-            self.present_connection_id().await;
+            talked |= self.present_connection_id().await;
         }
         if presents.last_insert_id {
-            self.present_last_insert_id().await;
+            talked |= self.present_last_insert_id().await;
         }
+        talked
     }
 
     /// CONNECTION_ID() returns pseudo_thread_id: set it to the client's id first.
-    async fn present_connection_id(&mut self) {
+    async fn present_connection_id(&mut self) -> bool {
         let id = self.reg.info.id;
         let Some(b) = self.backend.as_mut() else {
-            return;
+            return false;
         };
         if b.pseudo_id == id {
-            return;
+            return false;
         }
         let sql = format!("SET @@SESSION.pseudo_thread_id = {id}");
         match b.run_simple(&query_payload(sql.as_bytes())).await {
@@ -106,18 +109,19 @@ impl Session {
             }
             Err(_) => b.health = Health::Broken,
         }
+        true
     }
 
     /// LAST_INSERT_ID() must return the id of the session's own last insert, which may have
     /// run on another backend: set it there first (one extra round trip, only for statements
     /// that read it).
-    async fn present_last_insert_id(&mut self) {
+    async fn present_last_insert_id(&mut self) -> bool {
         let id = self.state.last_insert_id;
         let Some(b) = self.backend.as_mut() else {
-            return;
+            return false;
         };
         if b.last_insert_id == id {
-            return;
+            return false;
         }
         let sql = format!("SET @@SESSION.last_insert_id = {id}");
         match b.run_simple(&query_payload(sql.as_bytes())).await {
@@ -125,6 +129,7 @@ impl Session {
             Ok(Err(_)) => {}
             Err(_) => b.health = Health::Broken,
         }
+        true
     }
 }
 

@@ -26,6 +26,7 @@ use crate::classify::Classification;
 use crate::config::{Config, UserConfig};
 use crate::conn::backend::{BackendTarget, Health, PoolKey};
 use crate::conn::client::{send_err, ClientHello, HandshakeError};
+use crate::conn::latch::Latched;
 use crate::conn::{self, PacketStream};
 use crate::context::{backend_target, Context};
 use crate::pool::{PinPlace, PooledBackend, Slot};
@@ -33,7 +34,7 @@ use crate::protocol::{flags, Capabilities, ErrPacket, OkPacket, ResponseKind};
 use crate::stats::{ClientCloseReason, Stats};
 pub use acquire::pool_error_packet;
 use registry::{ClientPhase, Registration};
-use relay::{relay, relay_response, RelayError, RelayOptions};
+use relay::{relay_command, RelayError, RelayOptions};
 use state::{Rules, SessionState};
 
 /// What the loop does after a command.
@@ -71,8 +72,9 @@ pub struct Session {
     /// When this session last got an execution slot (its login before the first): admission
     /// control lets those who waited longest fill the top of the queue.
     last_served: Instant,
-    /// Resolves when the drain deadline passes (registered once per session).
-    hard_stop: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+    /// Resolves when the drain deadline passes (registered once per session; latched, as
+    /// it is polled whenever a relay waits).
+    hard_stop: std::pin::Pin<Box<Latched<tokio_util::sync::WaitForCancellationFutureOwned>>>,
     /// This client's prepared statements, by the ids sluice gave it.
     stmts: prepared::ClientStmts,
     /// The login's scramble, reused by COM_CHANGE_USER.
@@ -100,6 +102,9 @@ pub struct Session {
     sent_at: Option<Instant>,
     /// `read_your_writes = wait`: the position the chosen replica must reach first.
     gtid_wait: Option<crate::topology::GtidPosition>,
+    /// When the next relay starts, if its caller read the clock just before (`statement`);
+    /// taken by `relay_on_backend`, which otherwise reads it itself.
+    relay_start: Option<Instant>,
 }
 
 /// Serves one accepted socket until the client leaves.
@@ -173,7 +178,7 @@ impl Session {
             u.clone_from(&user.name);
         }
         Session {
-            hard_stop: Box::pin(ctx.hard_stop.child_token().cancelled_owned()),
+            hard_stop: Box::pin(Latched::new(ctx.hard_stop.child_token().cancelled_owned())),
             ctx,
             config,
             client,
@@ -201,6 +206,7 @@ impl Session {
             read_retry_now: false,
             sent_at: None,
             gtid_wait: None,
+            relay_start: None,
         }
     }
 
@@ -225,26 +231,40 @@ impl Session {
     /// The command loop. Shutdown and KILL CONNECTION end it between statements.
     async fn run(&mut self) -> ClientCloseReason {
         // A child token per session, registered once: polling the shared token itself would
-        // make every session take the same lock on every command.
+        // make every session take the same lock on every command. Latched: the two are
+        // polled again only once one of them has woken the session (shutdown first).
         let shutdown = self.ctx.shutdown.child_token().cancelled_owned();
         let killed = self.reg.info.kill.clone().cancelled_owned();
-        tokio::pin!(shutdown, killed);
+        let mut stop = Latched::new(async move {
+            tokio::select! {
+                biased;
+                _ = shutdown => ClientCloseReason::Shutdown,
+                _ = killed => ClientCloseReason::Killed,
+            }
+        });
         loop {
-            if let Err(reason) = self.flush_response().await {
-                return reason;
+            // The socket nearly always takes the answer at once: then no future at all.
+            if self.client.queued() > 0 && !matches!(self.client.try_flush(), Ok(true)) {
+                if let Err(reason) = self.flush_response().await {
+                    return reason;
+                }
             }
             // The previous command's config: a reload applies from the next command on.
             let stall = self.config.client_login_timeout;
             self.client.trim();
-            // Biased, the read first: no random draw per poll, and a command that is ready
-            // does not also poll the two cancellations (each a lock and a waiter check).
+            // The read first: a command that is ready does not also poll the cancellations.
             // They are still polled whenever the read waits, and tokio's cooperative budget
             // makes even a client that never lets it wait yield now and then.
             let next = tokio::select! {
                 biased;
                 r = self.client.next_packet_within(stall) => r,
-                _ = &mut shutdown => return self.goodbye(errors::shutdown(), ClientCloseReason::Shutdown).await,
-                _ = &mut killed => return self.goodbye(errors::killed(), ClientCloseReason::Killed).await,
+                reason = &mut stop => {
+                    let err = match reason {
+                        ClientCloseReason::Shutdown => errors::shutdown(),
+                        _ => errors::killed(),
+                    };
+                    return self.goodbye(err, reason).await;
+                }
             };
             let span = match next {
                 Ok(Some(span)) => span,
@@ -270,8 +290,11 @@ impl Session {
     /// the statement has given back its backend and slot, so a client that reacts at once
     /// (the next statement, a new connection) finds them free, not still held.
     pub(in crate::session) async fn flush_response(&mut self) -> Result<(), ClientCloseReason> {
-        if self.client.queued() == 0 {
-            return Ok(());
+        // Nearly always the socket takes it all at once: no future, no select.
+        match self.client.try_flush() {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(_) => return Err(ClientCloseReason::Eof),
         }
         let timeout = self.config.client_write_timeout;
         // Biased, as in `run`: the write first, the hard stop whenever it waits.
@@ -308,9 +331,11 @@ impl Session {
                 && !self.state.in_transaction(),
         );
         // A statement that will pin gets its place first, or does not run at all.
-        if let Err(err) = self.reserve_pin(rules.as_ref()).await {
-            self.reply_err(1, &err).await?;
-            return Ok(Flow::Continue);
+        if self.place.is_none() && rules.as_ref().and_then(Rules::pin_ahead).is_some() {
+            if let Err(err) = self.reserve_pin(rules.as_ref()).await {
+                self.reply_err(1, &err).await?;
+                return Ok(Flow::Continue);
+            }
         }
         // A stateless read may share one write to the backend with other sessions' reads.
         let reads_only = kind == ResponseKind::Query && class.is_some_and(pipeline::reads_only);
@@ -326,20 +351,28 @@ impl Session {
             if let Some(p) = &pending {
                 self.pending = p.clone();
             }
-            if let Err(err) = self.acquire().await {
-                self.release_if_possible();
-                if retries > 0 && self.on_replica {
-                    retries -= 1;
-                    self.avoid = Some(self.server);
-                    Stats::incr(&self.ctx.stats.read_retries);
-                    continue;
+            let acquired = match self.acquire().await {
+                Ok(at) => at,
+                Err(err) => {
+                    self.release_if_possible();
+                    if retries > 0 && self.on_replica {
+                        retries -= 1;
+                        self.avoid = Some(self.server);
+                        Stats::incr(&self.ctx.stats.read_retries);
+                        continue;
+                    }
+                    self.reply_err(1, &err).await?;
+                    return Ok(Flow::Continue);
                 }
-                self.reply_err(1, &err).await?;
-                return Ok(Flow::Continue);
-            }
-            if let Some(r) = &rules {
-                self.present_identity(r.presents).await;
-            }
+            };
+            let presented = match &rules {
+                Some(r) if r.presents != state::Presents::default() => {
+                    self.present_identity(r.presents).await
+                }
+                _ => false,
+            };
+            // The relay starts where the acquire ended, unless a round trip came between.
+            self.relay_start = (!presented).then_some(acquired);
             self.retry_read = retries > 0 && self.on_replica;
             let relayed = self.relay_on_backend(Some(packet), kind, None).await;
             self.retry_read = false;
@@ -350,7 +383,13 @@ impl Session {
                 continue;
             }
             if let Some(summary) = relayed? {
-                flow = self.after_statement(&summary, rules.as_ref()).await;
+                // `after_statement`, with its future only when locks must be confirmed.
+                flow = match self.note_statement(&summary, rules.as_ref()) {
+                    commands::Noted::Done(flow) => flow,
+                    commands::Noted::Confirm(names, flow) => {
+                        self.confirmed(&summary, rules.as_ref(), &names, flow).await
+                    }
+                };
             }
             break;
         }
@@ -372,6 +411,8 @@ impl Session {
         kind: ResponseKind,
         rewrite_stmt_id: Option<u32>,
     ) -> Result<Option<crate::protocol::ResponseSummary>, ClientCloseReason> {
+        // Taken first, so that it is never left for a later relay.
+        let relay_start = self.relay_start.take();
         // Only a pipelined answer (sent already) may be interrupted here: no clone otherwise.
         let info = packet.is_none().then(|| Arc::clone(&self.reg.info));
         let opts = RelayOptions {
@@ -390,18 +431,13 @@ impl Session {
             .backend_thread
             .store(backend.thread_id, Ordering::Relaxed);
         self.reg.info.set_phase(ClientPhase::Active);
-        let started = Instant::now();
+        let started = relay_start.unwrap_or_else(Instant::now);
         // Counted as queued: the response's tail is flushed after the statement (`run`).
         let written = self.client.bytes_written() + self.client.queued() as u64;
         // Biased, as in `run`: the relay first, the hard stop whenever it waits.
         let result = tokio::select! {
             biased;
-            r = async {
-                match packet {
-                    Some(p) => relay(&mut self.client, backend, p, kind, &opts).await,
-                    None => relay_response(&mut self.client, backend, kind, &opts).await,
-                }
-            } => r,
+            r = relay_command(&mut self.client, backend, packet, kind, &opts) => r,
             _ = self.hard_stop.as_mut() => return Err(ClientCloseReason::Shutdown),
         };
         let took = started.elapsed();

@@ -8,8 +8,10 @@ use bytes::BytesMut;
 
 use crate::conn::stream::FLUSH_THRESHOLD;
 use crate::conn::{BackendConn, Error, PacketStream};
+use crate::protocol::frame::HEADER_LEN;
 use crate::protocol::{
-    ok::strip_session_track, Feed, ResponseKind, ResponseSummary, ResponseTracker,
+    ok::{self, strip_session_track},
+    Feed, ResponseKind, ResponseSummary, ResponseTracker,
 };
 use crate::registry::Interrupt;
 
@@ -43,13 +45,7 @@ pub async fn relay(
     kind: ResponseKind,
     opts: &RelayOptions<'_>,
 ) -> Result<ResponseSummary, RelayError> {
-    backend.stream.queue_raw(command);
-    backend
-        .stream
-        .flush(None)
-        .await
-        .map_err(|error| RelayError::Backend { error, next_seq: 1 })?;
-    relay_response(client, backend, kind, opts).await
+    relay_command(client, backend, Some(command), kind, opts).await
 }
 
 /// Relays the answer to a command already sent (by `relay`, or in a pipelined batch).
@@ -59,6 +55,33 @@ pub async fn relay_response(
     kind: ResponseKind,
     opts: &RelayOptions<'_>,
 ) -> Result<ResponseSummary, RelayError> {
+    relay_command(client, backend, None, kind, opts).await
+}
+
+/// `relay` of `command`, or with `None` `relay_response`: one future for both, which the
+/// session awaits directly (a layer of futures fewer on every poll).
+///
+/// Packets that reach the client as they are pile up as a run at the head of the backend's
+/// read buffer (`run` bytes) and are copied to the client in one go (`PacketStream::forward`):
+/// before a rewritten packet, before any wait or flush, and before the relay returns, on
+/// every path. The client gets the same bytes with the same flushes as packet by packet.
+pub async fn relay_command(
+    client: &mut PacketStream,
+    backend: &mut BackendConn,
+    command: Option<&[u8]>,
+    kind: ResponseKind,
+    opts: &RelayOptions<'_>,
+) -> Result<ResponseSummary, RelayError> {
+    if let Some(command) = command {
+        backend.stream.queue_raw(command);
+        // The socket nearly always takes a command at once.
+        let sent = match backend.stream.try_flush() {
+            Ok(true) => Ok(()),
+            Ok(false) => backend.stream.flush(None).await,
+            Err(e) => Err(e),
+        };
+        sent.map_err(|error| RelayError::Backend { error, next_seq: 1 })?;
+    }
     let backend_err = |error, next_seq| RelayError::Backend { error, next_seq };
     let mut tracker = ResponseTracker::new(kind, backend.caps);
     if kind == ResponseKind::None {
@@ -66,8 +89,10 @@ pub async fn relay_response(
     }
     let mut next_seq = 1u8;
     let mut scratch = BytesMut::new();
+    let mut run = 0usize;
     loop {
         if opts.interrupt.is_some_and(Interrupt::is_set) {
+            backend.stream.forward(run, client);
             // The client has its 1317 now; the server's answer may take much longer.
             interrupted(client, next_seq);
             client
@@ -81,14 +106,38 @@ pub async fn relay_response(
                     other => other,
                 });
         }
-        let span = match backend.stream.buffered_packet() {
+        let (buf, max_payload) = backend.stream.buffered_from(run);
+        if opts.interrupt.is_none() && buf.len() > HEADER_LEN {
+            // Counts, definitions and rows go on as they are: skimmed in one loop. (With an
+            // interrupt to watch, packet by packet, checking it before each.) The packet
+            // the skim stops at is handled below.
+            let limit = FLUSH_THRESHOLD.saturating_sub(client.queued() + run);
+            if let (bytes, Some(seq)) = tracker.skim(buf, max_payload, limit) {
+                run += bytes;
+                next_seq = seq.wrapping_add(1);
+                if client.queued() + run >= FLUSH_THRESHOLD {
+                    backend.stream.forward(run, client);
+                    run = 0;
+                    client
+                        .flush(Some(opts.client_write_timeout))
+                        .await
+                        .map_err(RelayError::Client)?;
+                    continue;
+                }
+            }
+        }
+        let span = match backend.stream.buffered_packet_at(run) {
             Ok(Some(span)) => span,
             Ok(None) => {
                 // Nothing complete is buffered: let the client have what we have, then wait.
-                client
-                    .flush(Some(opts.client_write_timeout))
-                    .await
-                    .map_err(RelayError::Client)?;
+                backend.stream.forward(run, client);
+                run = 0;
+                if client.queued() > 0 {
+                    client
+                        .flush(Some(opts.client_write_timeout))
+                        .await
+                        .map_err(RelayError::Client)?;
+                }
                 let filled = match opts.interrupt {
                     None => backend.stream.fill().await,
                     Some(i) => {
@@ -111,37 +160,70 @@ pub async fn relay_response(
                     Err(e) => return Err(backend_err(e, next_seq)),
                 }
             }
-            Err(e) => return Err(backend_err(e, next_seq)),
-        };
-        let feed = {
-            let payload = backend.stream.payload(&span);
-            let feed = tracker
-                .feed(&payload)
-                .map_err(|e| backend_err(e.into(), next_seq))?;
-            if let Some(id) = opts
-                .rewrite_stmt_id
-                .filter(|_| kind == ResponseKind::Prepare && next_seq == 1)
-            {
-                let mut raw = backend.stream.raw(&span).to_vec();
-                crate::protocol::prepare_ok::patch_stmt_id(&mut raw, id);
-                client.queue_raw(&raw);
-            } else if opts.strip_session_track && matches!(feed, Feed::ContinueOk | Feed::DoneOk) {
-                scratch.clear();
-                strip_session_track(&payload, &mut scratch)
-                    .map_err(|e| backend_err(e.into(), next_seq))?;
-                client.queue_packet(span.first_seq, &scratch);
-            } else {
-                client.queue_raw(backend.stream.raw(&span));
+            Err(e) => {
+                backend.stream.forward(run, client);
+                return Err(backend_err(e, next_seq));
             }
-            feed
+        };
+        let fed = {
+            let payload = backend.stream.payload_at(run, &span);
+            tracker
+                .feed(&payload)
+                .map_err(Error::from)
+                .and_then(|feed| {
+                    let out = if let Some(id) = opts
+                        .rewrite_stmt_id
+                        .filter(|_| kind == ResponseKind::Prepare && next_seq == 1)
+                    {
+                        scratch.clear();
+                        scratch.extend_from_slice(backend.stream.raw_at(run, &span));
+                        crate::protocol::prepare_ok::patch_stmt_id(&mut scratch, id);
+                        Out::Raw
+                    } else if opts.strip_session_track
+                        && matches!(feed, Feed::ContinueOk | Feed::DoneOk)
+                        && !ok::strip_keeps(&payload)
+                    {
+                        scratch.clear();
+                        strip_session_track(&payload, &mut scratch)?;
+                        Out::Framed
+                    } else {
+                        Out::AsIs
+                    };
+                    Ok((feed, out))
+                })
+        };
+        let feed = match fed {
+            Ok((feed, Out::AsIs)) => {
+                run += span.raw_len;
+                feed
+            }
+            Ok((feed, out)) => {
+                backend.stream.forward(run, client);
+                run = 0;
+                if out == Out::Raw {
+                    client.queue_raw(&scratch);
+                } else {
+                    client.queue_packet(span.first_seq, &scratch);
+                }
+                backend.stream.consume(&span);
+                feed
+            }
+            Err(e) => {
+                backend.stream.forward(run, client);
+                return Err(backend_err(e, next_seq));
+            }
         };
         next_seq = span.last_seq.wrapping_add(1);
-        backend.stream.consume(&span);
         match feed {
             // The last bytes stay queued: the session writes them once it has given back
             // what the statement no longer needs (`Session::flush_response`).
-            Feed::Done | Feed::DoneOk => return Ok(tracker.into_summary()),
+            Feed::Done | Feed::DoneOk => {
+                backend.stream.forward(run, client);
+                return Ok(tracker.into_summary());
+            }
             Feed::LocalInfile => {
+                backend.stream.forward(run, client);
+                run = 0;
                 client
                     .flush(Some(opts.client_write_timeout))
                     .await
@@ -149,7 +231,9 @@ pub async fn relay_response(
                 forward_infile(client, backend).await?;
             }
             Feed::Continue | Feed::ContinueOk => {
-                if client.queued() >= FLUSH_THRESHOLD {
+                if client.queued() + run >= FLUSH_THRESHOLD {
+                    backend.stream.forward(run, client);
+                    run = 0;
                     client
                         .flush(Some(opts.client_write_timeout))
                         .await
@@ -158,6 +242,18 @@ pub async fn relay_response(
             }
         }
     }
+}
+
+/// What reaches the client in place of a backend packet.
+#[derive(PartialEq, Eq)]
+enum Out {
+    /// The packet as it is (in the run).
+    AsIs,
+    /// `scratch`, framed already (a PREPARE_OK with the client's statement id).
+    Raw,
+    /// `scratch` as the payload, framed from the packet's sequence id (an OK stripped of
+    /// its session-state block).
+    Framed,
 }
 
 /// The client's answer ends with ER_QUERY_INTERRUPTED, as a killed statement's does.

@@ -31,16 +31,26 @@ pub(super) struct Pending {
 }
 
 impl Session {
-    /// Picks the server for the statement about to run and points the session's target at
-    /// it. Without a topology (one server, split off) it is always server 0.
-    pub(super) async fn route_statement(&mut self) -> Result<(), ErrPacket> {
+    /// Starts routing the statement about to run: what it tells the router, and the server
+    /// to avoid, or `None` when there is nothing to choose (without a topology, one server,
+    /// split off, it is always server 0; a session that holds a slot or backend stays).
+    pub(super) fn route_begin(&mut self) -> Option<(Pending, Option<usize>)> {
         let pending = std::mem::take(&mut self.pending);
         let avoid = self.avoid.take();
         self.on_replica = false;
         self.gtid_wait = None;
         if self.slot.is_some() || self.backend.is_some() || !self.config.uses_topology() {
-            return Ok(());
+            return None;
         }
+        Some((pending, avoid))
+    }
+
+    /// Picks the server for the statement about to run (`route_begin` said there is a
+    /// choice) and points the session's target at it.
+    pub(super) async fn route_statement(
+        &mut self,
+        (pending, avoid): (Pending, Option<usize>),
+    ) -> Result<(), ErrPacket> {
         // `Some(None)`: a token that is not a GTID position (the read goes to the writer).
         let token = pending
             .min_gtid

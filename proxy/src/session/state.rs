@@ -296,7 +296,8 @@ fn bit(reason: PinReason) -> u32 {
 
 /// The first reason (in declaration order) among `bits`.
 fn first_reason(bits: u32) -> Option<PinReason> {
-    PinReason::ALL.iter().copied().find(|r| bits & bit(*r) != 0)
+    // `ALL` is in declaration order, so a reason's bit is its index there.
+    PinReason::ALL.get(bits.trailing_zeros() as usize).copied()
 }
 
 impl SessionState {
@@ -366,6 +367,14 @@ impl SessionState {
     /// unless a single statement failed (a GET_LOCK() counts even then: it may have run
     /// before the error); releases count only when everything succeeded.
     pub fn apply(&mut self, rules: &Rules, ran: Ran) -> Applied {
+        if rules.pins == 0 && rules.locks.is_empty() {
+            // Most statements: no pin, no lock to record; only an XA transaction may end.
+            self.xa &= self.in_transaction();
+            return Applied {
+                disconnects: rules.disconnects && ran == Ran::Ok,
+                ..Applied::default()
+            };
+        }
         let before = self.pin_bits();
         let mut applied = Applied {
             disconnects: rules.disconnects && ran == Ran::Ok,
@@ -404,11 +413,13 @@ impl SessionState {
         // XA COMMIT / ROLLBACK (or anything else that ended it) cleared IN_TRANS.
         self.xa &= self.in_transaction();
         let started = self.pin_bits() & !before;
-        applied.new_pins = PinReason::ALL
-            .iter()
-            .copied()
-            .filter(|r| started & bit(*r) != 0)
-            .collect();
+        if started != 0 {
+            applied.new_pins = PinReason::ALL
+                .iter()
+                .copied()
+                .filter(|r| started & bit(*r) != 0)
+                .collect();
+        }
         applied
     }
 
