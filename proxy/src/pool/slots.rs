@@ -101,23 +101,26 @@ impl Slots {
 
     /// Waits in FIFO order for a slot, at most `timeout`. `Err(waited)` on timeout.
     pub async fn acquire(self: &Arc<Self>, timeout: Duration) -> Result<Slot, Duration> {
-        let start = Instant::now();
         self.arrivals.fetch_add(1, Ordering::Relaxed);
         let permit = match self.sem.clone().try_acquire_owned() {
+            // Free at once: no wait to time, so no clock read.
             Ok(p) => p,
             Err(_) => {
+                let start = Instant::now();
                 let queued = self.waiting.fetch_add(1, Ordering::Relaxed) + 1;
                 self.window_peak_waiting
                     .fetch_max(queued, Ordering::Relaxed);
                 let _guard = WaitGuard(&self.waiting);
                 match tokio::time::timeout(timeout, self.sem.clone().acquire_owned()).await {
-                    Ok(Ok(p)) => p,
+                    Ok(Ok(p)) => {
+                        let waited = start.elapsed().as_micros() as u64;
+                        self.max_wait_us.fetch_max(waited, Ordering::Relaxed);
+                        p
+                    }
                     _ => return Err(start.elapsed()),
                 }
             }
         };
-        let waited = start.elapsed().as_micros() as u64;
-        self.max_wait_us.fetch_max(waited, Ordering::Relaxed);
         let held = self.in_use.fetch_add(1, Ordering::Relaxed) + 1;
         self.window_peak_in_use.fetch_max(held, Ordering::Relaxed);
         Ok(Slot {

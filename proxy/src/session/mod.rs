@@ -442,8 +442,9 @@ impl Session {
         };
         let took = started.elapsed();
         self.ctx.latency.backend_time.record(took);
-        let since = self.sent_at.take().unwrap_or(started);
-        self.pool().slots().record_service(since.elapsed());
+        // A pipelined answer's statement time starts at its batch's write.
+        let service = self.sent_at.take().map_or(took, |sent| sent.elapsed());
+        self.pool().slots().record_service(service);
         self.ctx.stats.bytes_to_clients.fetch_add(
             self.client.bytes_written() + self.client.queued() as u64 - written,
             Ordering::Relaxed,

@@ -136,26 +136,32 @@ impl Session {
     /// with a slot free only under `pipeline_max_delay`), or leads a new one.
     pub(in crate::session) async fn pipelined(&mut self, own: Own<'_>, rules: &Rules) -> Piped {
         let kind = own.response();
+        // With a slot free, a batch saves a send but gives up running beside the others:
+        // worth it only for statements that are short on average. What counts is their own
+        // server time: on a server running more statements than it has CPUs, most of a
+        // statement's slot time is the wait for a CPU, which it would spend in a batch too.
+        let (free, alone) = {
+            let slots = self.pool().slots();
+            let free = slots.has_free();
+            let max_delay = self.config.pipeline_max_delay;
+            let short = || {
+                let cpus = slots.server_cpus(self.config.server_cpus);
+                !max_delay.is_zero()
+                    && slots.statement_cost(cpus) * self.config.pipeline_depth <= max_delay
+            };
+            // Alone on the server (nothing running, nothing queued: nobody to batch with),
+            // or statements too long to hold back: it runs on its own at once, decided
+            // before anything is set up for a batch (the one-client path pays nothing).
+            (free, free && (slots.in_use() == 0 || !short()))
+        };
+        if alone {
+            return Piped::Alone;
+        }
         let batches = Arc::clone(self.pool().batches());
         let slots = Arc::clone(self.pool().slots());
         // Cleared first: a KILL from now on finds the flag and interrupts this statement.
         self.reg.info.interrupt.clear();
         self.reg.info.pipelined.store(true, Ordering::SeqCst);
-        // With a slot free, a batch saves a send but gives up running beside the others:
-        // worth it only for statements that are short on average. What counts is their own
-        // server time: on a server running more statements than it has CPUs, most of a
-        // statement's slot time is the wait for a CPU, which it would spend in a batch too.
-        let free = slots.has_free();
-        let cpus = slots.server_cpus(self.config.server_cpus);
-        let max_delay = self.config.pipeline_max_delay;
-        let short = !max_delay.is_zero()
-            && slots.statement_cost(cpus) * self.config.pipeline_depth <= max_delay;
-        // Alone on the server (nothing running, nothing queued: nobody to batch with), or
-        // statements too long to hold back: the statement runs on its own at once.
-        if free && (!short || slots.in_use() == 0) {
-            self.reg.info.pipelined.store(false, Ordering::SeqCst);
-            return Piped::Alone;
-        }
         let arrivals = slots.arrivals();
         if let Some(rx) = batches.join(&self.key, &self.state.movable, arrivals, || own.work()) {
             return self.as_member(rx, rules, kind).await;
