@@ -116,12 +116,8 @@ pub async fn relay_command(
                 run += bytes;
                 next_seq = seq.wrapping_add(1);
                 if client.queued() + run >= FLUSH_THRESHOLD {
-                    backend.stream.forward(run, client);
+                    pass_on(backend, client, run, opts).await?;
                     run = 0;
-                    client
-                        .flush(Some(opts.client_write_timeout))
-                        .await
-                        .map_err(RelayError::Client)?;
                     continue;
                 }
             }
@@ -222,22 +218,14 @@ pub async fn relay_command(
                 return Ok(tracker.into_summary());
             }
             Feed::LocalInfile => {
-                backend.stream.forward(run, client);
+                pass_on(backend, client, run, opts).await?;
                 run = 0;
-                client
-                    .flush(Some(opts.client_write_timeout))
-                    .await
-                    .map_err(RelayError::Client)?;
                 forward_infile(client, backend).await?;
             }
             Feed::Continue | Feed::ContinueOk => {
                 if client.queued() + run >= FLUSH_THRESHOLD {
-                    backend.stream.forward(run, client);
+                    pass_on(backend, client, run, opts).await?;
                     run = 0;
-                    client
-                        .flush(Some(opts.client_write_timeout))
-                        .await
-                        .map_err(RelayError::Client)?;
                 }
             }
         }
@@ -307,6 +295,21 @@ pub async fn drain(
 /// A fresh tracker for the answer to a command of `kind`, on `backend`.
 pub fn tracker_for(backend: &BackendConn, kind: ResponseKind) -> ResponseTracker {
     ResponseTracker::new(kind, backend.caps)
+}
+
+/// Passes the first `run` buffered bytes of the answer on to the client as they are, and
+/// writes out what the client has queued.
+async fn pass_on(
+    backend: &mut BackendConn,
+    client: &mut PacketStream,
+    run: usize,
+    opts: &RelayOptions<'_>,
+) -> Result<(), RelayError> {
+    backend.stream.forward(run, client);
+    client
+        .flush(Some(opts.client_write_timeout))
+        .await
+        .map_err(RelayError::Client)
 }
 
 /// LOAD DATA LOCAL INFILE: the client streams the file as packets ending with an empty one.
