@@ -105,12 +105,18 @@ struct Execution {
 impl ForBackend for Execution {
     fn packet_for(&self, backend: &mut BackendConn) -> Option<Vec<u8>> {
         // Only where it is prepared already: preparing it would hold back the whole batch.
-        let held = backend.stmts.get(&self.stmt.key)?;
-        let (packet, holds) =
-            StmtCmd::Execute.for_backend(&self.payload, held.id, &self.stmt, held.types.as_deref());
-        held.types = holds;
-        Some(packet)
+        execution_on(backend, &self.payload, &self.stmt)
     }
+}
+
+/// The execute `payload` of `stmt` addressed to `backend`'s copy of it, with the parameter
+/// types that copy lacks; `None` when `backend` does not hold the statement.
+fn execution_on(backend: &mut BackendConn, payload: &[u8], stmt: &ClientStmt) -> Option<Vec<u8>> {
+    let held = backend.stmts.get(&stmt.key)?;
+    let (packet, holds) =
+        StmtCmd::Execute.for_backend(payload, held.id, stmt, held.types.as_deref());
+    held.types = holds;
+    Some(packet)
 }
 
 impl Session {
@@ -189,11 +195,7 @@ impl Session {
                     let Some(b) = self.backend.as_mut() else {
                         return Piped::Alone;
                     };
-                    let Some(p) = (Execution {
-                        payload: Bytes::copy_from_slice(payload),
-                        stmt: stmt.clone(),
-                    })
-                    .packet_for(b) else {
+                    let Some(p) = execution_on(b, payload, stmt) else {
                         return Piped::Alone;
                     };
                     built = p;
