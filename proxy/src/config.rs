@@ -32,7 +32,7 @@ pub use replicas::{PrimaryReads, ReadWriteSplit, ReadYourWrites};
 pub use settings::{setting, FileConfig, SettingArgs, SettingDoc, SETTINGS};
 pub use values::{
     format_duration, parse_bytes, parse_duration, AuthPluginName, BackendLimit, BackendTlsMode,
-    LogFormat, PoolSize, Secret, ServerCpus,
+    LogFormat, PoolSize, Secret, ServerCpus, WorkerThreads,
 };
 
 use settings::{apply, is_scalar, render};
@@ -148,6 +148,8 @@ pub struct Config {
     pub backend_tls_ca: Option<PathBuf>,
     pub require_secure_transport: bool,
     pub log_format: LogFormat,
+    /// Threads of the binary's runtime (`main.rs`).
+    pub worker_threads: WorkerThreads,
     /// `servers`: every server of the replication setup, in configured order (the index
     /// the topology, the pools and SHOW SERVERS use). Empty: the one server in `backend`;
     /// read it through [`Config::endpoints`].
@@ -418,6 +420,7 @@ impl Config {
             backend_tls_ca: None,
             require_secure_transport: false,
             log_format: LogFormat::Text,
+            worker_threads: WorkerThreads::Auto,
             servers: Vec::new(),
             monitor_user: None,
             monitor_password: None,

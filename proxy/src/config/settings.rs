@@ -204,6 +204,8 @@ settings! {
         { num_args = 0..=1, default_missing_value = "true" };
     log_format, "SLUICE_LOG_FORMAT", "--log-format", "text", "format", false,
         "Log output: `text` or `json`.";
+    worker_threads, "SLUICE_WORKER_THREADS", "--worker-threads", "auto", "threads", false,
+        "Threads the `sluice` binary runs clients on. `auto`: one per CPU the process may run on (its CPU affinity and cgroup quota). With one, sluice runs everything on a single thread without cross-thread scheduling, as PgBouncer does, which costs less CPU per statement; with more, tasks move between threads as load requires. Ignored when sluice runs inside another program (`Proxy::bind`), which brings its own runtime.";
     monitor_user, "SLUICE_MONITOR_USER", "--monitor-user", "", "name", false,
         "Account of the topology monitor's own connection to each server (with several servers, or with `read_write_split = on`). It needs the REPLICA MONITOR (MariaDB; MySQL: REPLICATION CLIENT) privilege and nothing else. Unset: backend_user, else the first user's backend credentials.";
     monitor_password, "SLUICE_MONITOR_PASSWORD", "--monitor-password", "", "password", false,
@@ -293,6 +295,7 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
         "backend_tls" => cfg.backend_tls = raw.parse()?,
         "backend_tls_ca" => cfg.backend_tls_ca = opt_path(raw),
         "log_format" => cfg.log_format = raw.parse()?,
+        "worker_threads" => cfg.worker_threads = raw.parse()?,
         "monitor_user" => cfg.monitor_user = opt_string(raw),
         "monitor_password" => {
             cfg.monitor_password = (!raw.is_empty()).then(|| Secret::new(raw.to_string()))
@@ -388,6 +391,10 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
             .as_ref()
             .and_then(|p| s(p.display().to_string())),
         "log_format" => s(cfg.log_format.to_string()),
+        "worker_threads" => match cfg.worker_threads {
+            super::WorkerThreads::Fixed(x) => n(x),
+            super::WorkerThreads::Auto => s("auto".into()),
+        },
         "monitor_user" => cfg.monitor_user.clone().and_then(s),
         "monitor_password" => cfg.monitor_password.as_ref().and_then(secret),
         "monitor_interval" => d(cfg.monitor_interval),

@@ -383,6 +383,14 @@ fn value_parsers() {
         .parse::<ServerCpus>()
         .unwrap_err()
         .contains("number of CPUs"));
+    assert_eq!("AUTO".parse::<WorkerThreads>(), Ok(WorkerThreads::Auto));
+    assert_eq!("1".parse::<WorkerThreads>(), Ok(WorkerThreads::Fixed(1)));
+    assert_eq!(WorkerThreads::Fixed(3).resolve(), 3);
+    assert!(WorkerThreads::Auto.resolve() >= 1);
+    assert!("0"
+        .parse::<WorkerThreads>()
+        .unwrap_err()
+        .contains("number of threads"));
     assert_eq!(
         "caching_sha2_password".parse(),
         Ok(AuthPluginName::CachingSha2)
@@ -476,7 +484,7 @@ fn every_flag_reaches_the_config() {
         "path" => "/x",
         "statements" | "connections" => "5",
         "failures" => "7",
-        "CPUs" => "6",
+        "CPUs" | "threads" => "6",
         "id" => "7",
         "off|on" => "on",
         "never|fallback|always" => "always",

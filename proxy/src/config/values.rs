@@ -142,16 +142,24 @@ pub enum ServerCpus {
 impl FromStr for ServerCpus {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        if s.eq_ignore_ascii_case("auto") {
-            return Ok(ServerCpus::Auto);
-        }
-        match s.parse::<u32>() {
-            Ok(n) if n > 0 => Ok(ServerCpus::Fixed(n)),
-            _ => Err(format!(
-                "expected a number of CPUs such as 8, or \"auto\" (read from the server); got {s:?}"
-            )),
-        }
+        parse_auto_or_count(s, "CPUs such as 8", "read from the server").map(|n| match n {
+            Some(n) => ServerCpus::Fixed(n),
+            None => ServerCpus::Auto,
+        })
+    }
+}
+
+/// `auto` as `None`, else a count of at least 1; `what` and `auto_means` word the error.
+fn parse_auto_or_count(s: &str, what: &str, auto_means: &str) -> Result<Option<u32>, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(None);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if n > 0 => Ok(Some(n)),
+        _ => Err(format!(
+            "expected a number of {what}, or \"auto\" ({auto_means}); got {s:?}"
+        )),
     }
 }
 
@@ -160,6 +168,47 @@ impl fmt::Display for ServerCpus {
         match self {
             ServerCpus::Fixed(n) => write!(f, "{n}"),
             ServerCpus::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+/// How many threads the `sluice` binary runs clients on (`worker_threads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerThreads {
+    /// One per CPU the process may run on (its affinity and cgroup quota).
+    Auto,
+    /// A fixed number (at least 1).
+    Fixed(u32),
+}
+
+impl WorkerThreads {
+    /// The number of threads: `Auto` asks the OS, and 1 when it cannot say.
+    pub fn resolve(self) -> u32 {
+        match self {
+            WorkerThreads::Fixed(n) => n,
+            WorkerThreads::Auto => std::thread::available_parallelism()
+                .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX)),
+        }
+    }
+}
+
+impl FromStr for WorkerThreads {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_auto_or_count(s, "threads such as 4", "one per CPU sluice may run on").map(
+            |n| match n {
+                Some(n) => WorkerThreads::Fixed(n),
+                None => WorkerThreads::Auto,
+            },
+        )
+    }
+}
+
+impl fmt::Display for WorkerThreads {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkerThreads::Fixed(n) => write!(f, "{n}"),
+            WorkerThreads::Auto => f.write_str("auto"),
         }
     }
 }

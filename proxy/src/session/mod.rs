@@ -440,10 +440,11 @@ impl Session {
             r = relay_command(&mut self.client, backend, packet, kind, &opts) => r,
             _ = self.hard_stop.as_mut() => return Err(ClientCloseReason::Shutdown),
         };
-        let took = started.elapsed();
+        let now = Instant::now();
+        let took = now - started;
         self.ctx.latency.backend_time.record(took);
         // A pipelined answer's statement time starts at its batch's write.
-        let service = self.sent_at.take().map_or(took, |sent| sent.elapsed());
+        let service = self.sent_at.take().map_or(took, |sent| now - sent);
         self.pool().slots().record_service(service);
         self.ctx.stats.bytes_to_clients.fetch_add(
             self.client.bytes_written() + self.client.queued() as u64 - written,

@@ -107,10 +107,11 @@ pub async fn relay_command(
                 });
         }
         let (buf, max_payload) = backend.stream.buffered_from(run);
-        if opts.interrupt.is_none() && buf.len() > HEADER_LEN {
-            // Counts, definitions and rows go on as they are: skimmed in one loop. (With an
-            // interrupt to watch, packet by packet, checking it before each.) The packet
-            // the skim stops at is handled below.
+        if buf.len() > HEADER_LEN {
+            // Counts, definitions and rows go on as they are: skimmed in one loop. The packet
+            // the skim stops at is handled below. An interrupt is checked once per buffered
+            // run, before every wait and flush: a KILL that lands while a run is skimmed
+            // races with it anyway, as one on the server races with its rows.
             let limit = FLUSH_THRESHOLD.saturating_sub(client.queued() + run);
             if let (bytes, Some(seq)) = tracker.skim(buf, max_payload, limit) {
                 run += bytes;

@@ -1,5 +1,6 @@
 //! Several sluice instances: `instance_id` keeps their client connection ids apart (and KILL
 //! by id working within each), and `reuse_port` lets two `sluice` processes share one port.
+//! Also the binary's own runtime: `worker_threads = 1` serves everyone on one thread.
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -90,6 +91,16 @@ impl Drop for SluiceProcess {
 
 /// Starts the `sluice` binary in front of the test server as the application account.
 fn spawn_sluice(port: u16, instance_id: u32, reuse_port: bool) -> SluiceProcess {
+    spawn_sluice_with(port, instance_id, reuse_port, &[])
+}
+
+/// `spawn_sluice` with more flags.
+fn spawn_sluice_with(
+    port: u16,
+    instance_id: u32,
+    reuse_port: bool,
+    extra: &[&str],
+) -> SluiceProcess {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
     cmd.args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--backend", &backend_addr()])
@@ -113,6 +124,7 @@ fn spawn_sluice(port: u16, instance_id: u32, reuse_port: bool) -> SluiceProcess 
     if reuse_port {
         cmd.arg("--reuse-port");
     }
+    cmd.args(extra);
     SluiceProcess {
         child: cmd.spawn().expect("the sluice binary starts"),
     }
@@ -206,4 +218,61 @@ fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitSt
         std::thread::sleep(Duration::from_millis(50));
     }
     None
+}
+
+/// The process's thread count, from /proc.
+fn threads_of(pid: u32) -> u32 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("a Threads: line")
+}
+
+/// `worker_threads = 1` runs the binary on tokio's current-thread scheduler: one thread
+/// serves every client. A statement sleeping on the server holds up no other client, and
+/// concurrent reads (pipelined on the other execution slot) each get their own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_worker_thread_serves_every_client() {
+    server();
+    let port = free_port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let p = spawn_sluice_with(port, 1, false, &["--worker-threads", "1"]);
+    let first = connect_and_query(addr, Duration::from_secs(30)).await;
+    assert_eq!(threads_of(p.child.id()), 1, "one thread serves clients");
+
+    // One of the two execution slots is held by a sleeping statement.
+    let mut sleeper = connect_and_query(addr, Duration::from_secs(5)).await;
+    let slow = tokio::spawn(async move {
+        let r: Option<u32> = sleeper.query_first("SELECT SLEEP(20)").await.unwrap();
+        r
+    });
+    let mut readers = Vec::new();
+    for client in 0..8u32 {
+        readers.push(tokio::spawn(async move {
+            let mut c = connect_and_query(addr, Duration::from_secs(5)).await;
+            for i in 0..50u32 {
+                let want = client * 1000 + i;
+                let got: u32 = c.exec_first("SELECT ?", (want,)).await.unwrap().unwrap();
+                assert_eq!(got, want, "client {client} got another's answer");
+                let got: u32 = c
+                    .query_first(format!("SELECT {want} + 0"))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(got, want, "client {client} got another's answer");
+            }
+            c.disconnect().await.expect("disconnect");
+        }));
+    }
+    for r in readers {
+        r.await.expect("a reader");
+    }
+    assert!(
+        !slow.is_finished(),
+        "800 reads finished while the sleeper still holds its slot"
+    );
+    slow.abort();
+    drop(first);
 }
