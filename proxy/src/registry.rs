@@ -77,16 +77,20 @@ pub struct ClientInfo {
 /// place of the rest of its answer, as from a server that killed it, and the answer's
 /// remaining packets are read and dropped, so the backend stays in step for the sessions
 /// whose statements follow on it.
+///
+/// Only the session's own task waits for it, so one waker slot (`AtomicWaker`) is enough: it
+/// costs a few atomics per wait, where a `Notify` took its waiter list's lock twice on every
+/// pipelined statement.
 pub struct Interrupt {
-    pub flag: std::sync::atomic::AtomicBool,
-    pub notify: tokio::sync::Notify,
+    flag: std::sync::atomic::AtomicBool,
+    waker: futures_util::task::AtomicWaker,
 }
 
 impl Interrupt {
     pub fn new() -> Interrupt {
         Interrupt {
             flag: std::sync::atomic::AtomicBool::new(false),
-            notify: tokio::sync::Notify::new(),
+            waker: futures_util::task::AtomicWaker::new(),
         }
     }
     pub fn is_set(&self) -> bool {
@@ -94,10 +98,26 @@ impl Interrupt {
     }
     pub fn set(&self) {
         self.flag.store(true, std::sync::atomic::Ordering::Release);
-        self.notify.notify_waiters();
+        self.waker.wake();
     }
     pub fn clear(&self) {
         self.flag.store(false, std::sync::atomic::Ordering::Release);
+    }
+    /// Resolves once the interrupt is set (at once if it is). The session's own task only.
+    pub async fn wait(&self) {
+        std::future::poll_fn(|cx| {
+            if self.is_set() {
+                return std::task::Poll::Ready(());
+            }
+            self.waker.register(cx.waker());
+            // Set between the check and the registration: its wake found no waker.
+            if self.is_set() {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await
     }
 }
 

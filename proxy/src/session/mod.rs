@@ -431,7 +431,9 @@ impl Session {
             .backend_thread
             .store(backend.thread_id, Ordering::Relaxed);
         self.reg.info.set_phase(ClientPhase::Active);
-        let started = relay_start.unwrap_or_else(Instant::now);
+        // A pipelined answer's backend time (and statement time) starts at its batch's write.
+        let sent_at = self.sent_at.take();
+        let started = relay_start.or(sent_at).unwrap_or_else(Instant::now);
         // Counted as queued: the response's tail is flushed after the statement (`run`).
         let written = self.client.bytes_written() + self.client.queued() as u64;
         // Biased, as in `run`: the relay first, the hard stop whenever it waits.
@@ -440,12 +442,9 @@ impl Session {
             r = relay_command(&mut self.client, backend, packet, kind, &opts) => r,
             _ = self.hard_stop.as_mut() => return Err(ClientCloseReason::Shutdown),
         };
-        let now = Instant::now();
-        let took = now - started;
+        let took = Instant::now() - started;
         self.ctx.latency.backend_time.record(took);
-        // A pipelined answer's statement time starts at its batch's write.
-        let service = self.sent_at.take().map_or(took, |sent| now - sent);
-        self.pool().slots().record_service(service);
+        self.pool().slots().record_service(took);
         self.ctx.stats.bytes_to_clients.fetch_add(
             self.client.bytes_written() + self.client.queued() as u64 - written,
             Ordering::Relaxed,

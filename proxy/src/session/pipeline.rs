@@ -274,9 +274,8 @@ impl Session {
         self.reg.info.set_phase(ClientPhase::Waiting);
         let queued = Instant::now();
         let info = Arc::clone(&self.reg.info);
-        let interrupted = info.interrupt.notify.notified();
+        let interrupted = info.interrupt.wait();
         tokio::pin!(rx, interrupted);
-        interrupted.as_mut().enable();
         if info.interrupt.is_set() {
             return self.interrupted_waiting(rx, kind).await;
         }

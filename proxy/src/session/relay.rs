@@ -138,16 +138,10 @@ pub async fn relay_command(
                 let filled = match opts.interrupt {
                     None => backend.stream.fill().await,
                     Some(i) => {
-                        let woken = i.notify.notified();
-                        tokio::pin!(woken);
-                        woken.as_mut().enable();
-                        if i.is_set() {
-                            continue;
-                        }
                         tokio::select! {
                             biased;
+                            _ = i.wait() => continue,
                             r = backend.stream.fill() => r,
-                            _ = woken => continue,
                         }
                     }
                 };
