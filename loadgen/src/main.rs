@@ -239,6 +239,9 @@ async fn experiments_body(
         },
         cache: measure::conns::ConnCache::default(),
         server_pid: backend.local_pid(),
+        server_cpu_count: backend
+            .is_pinned()
+            .then(|| s.server_cpus.len().max(1) as u32),
     };
     let result = execute(&mut run, list).await;
     run.cache.close().await;
@@ -307,6 +310,15 @@ fn fill_static_meta(report: &mut Report, s: &Settings, backend: &Backend) {
             join(&s.server_cpus)
         } else {
             "not pinned (external)".into()
+        },
+    );
+    // What sluice is told the server runs on (its `server_cpus`; see `Run::server_cpu_count`).
+    report.meta(
+        "sluice_server_cpus",
+        if backend.is_pinned() {
+            s.server_cpus.len().max(1).to_string()
+        } else {
+            "auto".into()
         },
     );
     report.meta("loadgen_cpus", join(&s.loadgen_cpus));

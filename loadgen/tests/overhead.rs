@@ -239,6 +239,13 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
     assert!(!meta["overhead_syscall_counter"].is_empty());
     // Every relay ran where loadgen runs, the server elsewhere.
     assert_eq!(meta["overhead_sluice_serial_args"], "--pipeline-depth 1");
+    // sluice is told the CPU count of the server loadgen pinned (MySQL Community would not
+    // say it), and the processes started with it.
+    assert_eq!(
+        meta["sluice_server_cpus"],
+        cpu_set(&meta["server_cpus"]).len().to_string(),
+        "{meta:?}"
+    );
     for relay in [
         "relay",
         "haproxy",

@@ -170,18 +170,23 @@ async fn adaptive_config(
 ) -> Result<f64> {
     let clients = run.s.client_threads;
     let max = run.s.pool_sizes.iter().copied().max().unwrap_or(64).max(1) as u32;
-    let proxy = InProcessProxy::start_with(backend_addr, &run.s.loadgen_cpus, |c| match cfg {
-        PoolCfg::Fixed(p) => {
-            c.pool_size = sluice::config::PoolSize::Fixed(p as u32);
-            c.max_backend_connections = c.max_backend_connections.max(p as u32);
-        }
-        PoolCfg::Auto => {
-            c.pool_size = sluice::config::PoolSize::Auto;
-            c.min_pool_size = 1;
-            c.max_pool_size = max;
-            c.max_backend_connections = c.max_backend_connections.max(max);
-        }
-    })
+    let proxy = InProcessProxy::start_with(
+        backend_addr,
+        &run.s.loadgen_cpus,
+        run.server_cpu_count,
+        |c| match cfg {
+            PoolCfg::Fixed(p) => {
+                c.pool_size = sluice::config::PoolSize::Fixed(p as u32);
+                c.max_backend_connections = c.max_backend_connections.max(p as u32);
+            }
+            PoolCfg::Auto => {
+                c.pool_size = sluice::config::PoolSize::Auto;
+                c.min_pool_size = 1;
+                c.max_pool_size = max;
+                c.max_backend_connections = c.max_backend_connections.max(max);
+            }
+        },
+    )
     .await?;
     let mut ctx = run.ctx(&proxy.url(), Some(run.workload))?;
     let live = Arc::new(Live::counting());

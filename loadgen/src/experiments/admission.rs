@@ -77,13 +77,18 @@ async fn admission_proxy_row(
     queue_wait: Option<Duration>,
 ) -> Result<f64> {
     let clients = run.s.client_threads;
-    let proxy = InProcessProxy::start_with(backend_addr, &run.s.loadgen_cpus, |c| {
-        c.pool_size = sluice::config::PoolSize::Fixed(pool as u32);
-        c.max_backend_connections = c.max_backend_connections.max(pool as u32);
-        // "Unbounded": nothing is timed out of the queue inside the window either.
-        c.queue_timeout = Duration::from_secs(600);
-        c.max_queue_wait = queue_wait;
-    })
+    let proxy = InProcessProxy::start_with(
+        backend_addr,
+        &run.s.loadgen_cpus,
+        run.server_cpu_count,
+        |c| {
+            c.pool_size = sluice::config::PoolSize::Fixed(pool as u32);
+            c.max_backend_connections = c.max_backend_connections.max(pool as u32);
+            // "Unbounded": nothing is timed out of the queue inside the window either.
+            c.queue_timeout = Duration::from_secs(600);
+            c.max_queue_wait = queue_wait;
+        },
+    )
     .await?;
     let mut spec = run.spec("F", Target::Proxy, Mode::Direct, clients);
     spec.open_stream = open_stream;

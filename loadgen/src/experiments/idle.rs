@@ -46,6 +46,7 @@ impl Experiment for Idle {
                 &backend_addr,
                 IDLE_ACTIVE_CLIENTS,
                 &run.s.loadgen_cpus,
+                run.server_cpu_count,
             )
             .await?;
             let r = idle_at(run, Target::Proxy, &proxy.url(), Some(IDLE_ACTIVE_CLIENTS)).await;

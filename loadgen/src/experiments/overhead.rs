@@ -105,6 +105,7 @@ async fn relay_level(
         cpus: &run.s.loadgen_cpus,
         dir: tools.dir.path(),
         under: None,
+        server_cpus: run.server_cpu_count,
     };
     let process = relays::start(relay, &tools.bins, &launch).await?;
     run.report.meta(

@@ -300,6 +300,7 @@ pub async fn instructions(run: &mut Run<'_>, tools: &Tools) -> Result<()> {
             cpus: &run.s.loadgen_cpus,
             dir: tools.dir.path(),
             under: Some(callgrind::valgrind_args(&dir)),
+            server_cpus: run.server_cpu_count,
         };
         let process = relays::start(relay, &tools.bins, &launch)
             .await

@@ -40,7 +40,9 @@ impl Experiment for Proxy {
         // Direct connections would sit idle on the server during the proxy rows.
         run.cache.close().await;
         for &p in &run.s.pool_sizes.clone() {
-            let proxy = InProcessProxy::start(&backend_addr, p, &run.s.loadgen_cpus).await?;
+            let proxy =
+                InProcessProxy::start(&backend_addr, p, &run.s.loadgen_cpus, run.server_cpu_count)
+                    .await?;
             let mut spec = run.spec("proxy", Target::Proxy, Mode::Direct, clients);
             spec.proxy_pool = Some(p);
             spec.pool_mode = Some("fixed");

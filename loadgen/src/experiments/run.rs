@@ -114,6 +114,10 @@ pub struct Run<'a> {
     pub cache: ConnCache,
     /// The local server's pid (experiment E re-pins it); `None` for docker and external.
     pub server_pid: Option<u32>,
+    /// How many CPUs the server runs on, when loadgen started it (pinned to `server_cpus`):
+    /// sluice is told (`server_cpus`), since MySQL Community does not say. `None` for an
+    /// external server, whose CPUs sluice learns where the server reports them.
+    pub server_cpu_count: Option<u32>,
 }
 
 impl Run<'_> {

@@ -65,7 +65,9 @@ impl Experiment for Sessions {
         let clients = run.s.client_threads;
         for target in THROUGH_SLUICE {
             // A fresh sluice per row, so its counters describe this row alone.
-            let proxy = InProcessProxy::start(&backend_addr, p, &run.s.loadgen_cpus).await?;
+            let proxy =
+                InProcessProxy::start(&backend_addr, p, &run.s.loadgen_cpus, run.server_cpu_count)
+                    .await?;
             let ctx = variant_ctx(run, &proxy.url(), target)?;
             let mut spec = run.spec("S", target, Mode::Direct, clients);
             spec.proxy_pool = Some(p);

@@ -17,19 +17,27 @@ pub struct InProcessProxy {
 }
 
 impl InProcessProxy {
-    /// Starts sluice in front of `backend` (`host:port`) with `pool` execution slots.
-    pub async fn start(backend: &str, pool: usize, cpus: &[usize]) -> Result<InProcessProxy> {
-        InProcessProxy::start_with(backend, cpus, |cfg| {
+    /// Starts sluice in front of `backend` (`host:port`) with `pool` execution slots;
+    /// `server_cpus` as in [`InProcessProxy::start_with`].
+    pub async fn start(
+        backend: &str,
+        pool: usize,
+        cpus: &[usize],
+        server_cpus: Option<u32>,
+    ) -> Result<InProcessProxy> {
+        InProcessProxy::start_with(backend, cpus, server_cpus, |cfg| {
             cfg.pool_size = sluice::config::PoolSize::Fixed(pool as u32);
             cfg.max_backend_connections = cfg.max_backend_connections.max(pool as u32);
         })
         .await
     }
 
-    /// Starts sluice with the bench user's config adjusted by `tune`.
+    /// Starts sluice with the bench user's config adjusted by `tune`. `server_cpus`: the
+    /// server's CPU count when loadgen pinned it (`Run::server_cpu_count`), else `auto`.
     pub async fn start_with(
         backend: &str,
         cpus: &[usize],
+        server_cpus: Option<u32>,
         tune: impl FnOnce(&mut sluice::Config),
     ) -> Result<InProcessProxy> {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -42,6 +50,9 @@ impl InProcessProxy {
         // Stopped only once its level is measured: statements still queued then belong to
         // clients that gave up at the window's close, so there is nothing to drain.
         cfg.shutdown_timeout = std::time::Duration::ZERO;
+        if let Some(n) = server_cpus {
+            cfg.server_cpus = sluice::config::ServerCpus::Fixed(n);
+        }
         tune(&mut cfg);
         let handle = rt
             .spawn(async move { sluice::Proxy::bind(cfg).await })

@@ -111,6 +111,8 @@ pub struct Launch<'a> {
     pub dir: &'a Path,
     /// valgrind's command line to run it under, when counting instructions.
     pub under: Option<Vec<String>>,
+    /// sluice's `--server-cpus`, when loadgen pinned the server (`Run::server_cpu_count`).
+    pub server_cpus: Option<u32>,
 }
 
 /// Starts `relay` on a free loopback port (three tries, but one under valgrind, whose start
@@ -144,6 +146,9 @@ async fn start_once(relay: Relay, bins: &Binaries, how: &Launch<'_>) -> Result<R
                 sluice_child::command(&bin, listen, how.backend, pool, how.max_clients + 64);
             if let Relay::SluiceSerial(_) = relay {
                 cmd.args(Relay::SERIAL_ARGS);
+            }
+            if let Some(n) = how.server_cpus {
+                cmd.args(["--server-cpus", &n.to_string()]);
             }
             cmd
         }
