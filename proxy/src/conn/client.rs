@@ -134,6 +134,20 @@ fn offered_caps(backend: Capabilities) -> Capabilities {
 }
 
 impl HandshakeContext {
+    /// The RSA key pair, generated on first use on the blocking pool: generation takes a
+    /// noticeable time, and on the session's own thread (the only one with
+    /// `worker_threads = 1`) it would hold up every other client meanwhile. Two logins that
+    /// race both generate; the first key stored is the one every client gets.
+    async fn rsa_key(&self) -> &auth::RsaKeyPair {
+        if let Some(key) = self.rsa.get() {
+            return key;
+        }
+        let generated = tokio::task::spawn_blocking(auth::RsaKeyPair::generate)
+            .await
+            .unwrap_or_else(|_| auth::RsaKeyPair::generate());
+        self.rsa.get_or_init(|| generated)
+    }
+
     /// The greeting clients get now: the backend's latest, or a stand-in before it answered.
     pub fn server_info(&self) -> Arc<ServerInfo> {
         self.server
@@ -370,23 +384,15 @@ impl HandshakeContext {
         *seq = span.last_seq.wrapping_add(1);
         stream.consume(&span);
         if reply == [REQUEST_PUBLIC_KEY] {
+            let key = self.rsa_key().await;
             let mut out = BytesMut::new();
-            AuthMoreData(
-                self.rsa
-                    .get_or_init(auth::RsaKeyPair::generate)
-                    .public_pem(),
-            )
-            .encode(&mut out);
+            AuthMoreData(key.public_pem()).encode(&mut out);
             *seq = stream.send_packet(*seq, &out).await?;
             let span = stream.expect_packet().await?;
             reply = stream.payload(&span).into_owned();
             *seq = span.last_seq.wrapping_add(1);
             stream.consume(&span);
-            let ok = match self
-                .rsa
-                .get_or_init(auth::RsaKeyPair::generate)
-                .decrypt_password(&reply, nonce)
-            {
+            let ok = match key.decrypt_password(&reply, nonce) {
                 Ok(mut clear) => {
                     if clear.last() == Some(&0) {
                         clear.pop();
