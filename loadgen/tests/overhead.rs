@@ -205,8 +205,9 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
             .sum();
         // perf enables its events one after the other, so the per-name counters and the
         // total can see a few different syscalls at the window's edges (seen: HAProxy at one
-        // client). Anything beyond that edge skew is a bookkeeping error.
-        let edge = (num(total, "calls") * 0.005).max(2.0);
+        // client, while perf started up). A bookkeeping error (a name counted twice or
+        // missed) is at least one call per query, several percent of the total.
+        let edge = (num(total, "calls") * 0.02).max(2.0);
         assert!(
             (named - num(total, "calls")).abs() <= edge,
             "the syscalls add up: {total:?}, named {named}"
