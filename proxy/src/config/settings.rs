@@ -353,10 +353,7 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "max_queue_wait" => cfg.max_queue_wait.and_then(d),
         "pipeline_depth" => n(cfg.pipeline_depth),
         "pipeline_max_delay" => d(cfg.pipeline_max_delay),
-        "server_cpus" => match cfg.server_cpus {
-            super::ServerCpus::Fixed(x) => n(x),
-            super::ServerCpus::Auto => s("auto".into()),
-        },
+        "server_cpus" => cfg.server_cpus.fixed().map_or_else(|| s("auto".into()), n),
         "pin_wait" => d(cfg.pin_wait),
         "backend_down_wait" => d(cfg.backend_down_wait),
         "connect_timeout" => d(cfg.connect_timeout),
@@ -391,10 +388,10 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
             .as_ref()
             .and_then(|p| s(p.display().to_string())),
         "log_format" => s(cfg.log_format.to_string()),
-        "worker_threads" => match cfg.worker_threads {
-            super::WorkerThreads::Fixed(x) => n(x),
-            super::WorkerThreads::Auto => s("auto".into()),
-        },
+        "worker_threads" => cfg
+            .worker_threads
+            .fixed()
+            .map_or_else(|| s("auto".into()), n),
         "monitor_user" => cfg.monitor_user.clone().and_then(s),
         "monitor_password" => cfg.monitor_password.as_ref().and_then(secret),
         "monitor_interval" => d(cfg.monitor_interval),

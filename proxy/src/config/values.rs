@@ -139,38 +139,55 @@ pub enum ServerCpus {
     Fixed(u32),
 }
 
-impl FromStr for ServerCpus {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        parse_auto_or_count(s, "CPUs such as 8", "read from the server").map(|n| match n {
-            Some(n) => ServerCpus::Fixed(n),
-            None => ServerCpus::Auto,
-        })
-    }
-}
-
-/// `auto` as `None`, else a count of at least 1; `what` and `auto_means` word the error.
-fn parse_auto_or_count(s: &str, what: &str, auto_means: &str) -> Result<Option<u32>, String> {
-    let s = s.trim();
-    if s.eq_ignore_ascii_case("auto") {
-        return Ok(None);
-    }
-    match s.parse::<u32>() {
-        Ok(n) if n > 0 => Ok(Some(n)),
-        _ => Err(format!(
-            "expected a number of {what}, or \"auto\" ({auto_means}); got {s:?}"
-        )),
-    }
-}
-
-impl fmt::Display for ServerCpus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ServerCpus::Fixed(n) => write!(f, "{n}"),
-            ServerCpus::Auto => f.write_str("auto"),
+/// `FromStr`, `Display` and `fixed()` of a setting that is `auto` or a count of at least 1
+/// (an enum of `Auto` and `Fixed(u32)`); `$what` and `$auto_means` word the parse error.
+macro_rules! auto_or_count {
+    ($ty:ident, $what:literal, $auto_means:literal) => {
+        impl $ty {
+            /// The configured number, if it is not `auto`.
+            pub fn fixed(self) -> Option<u32> {
+                match self {
+                    $ty::Fixed(n) => Some(n),
+                    $ty::Auto => None,
+                }
+            }
         }
-    }
+
+        impl FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                let s = s.trim();
+                if s.eq_ignore_ascii_case("auto") {
+                    return Ok($ty::Auto);
+                }
+                match s.parse::<u32>() {
+                    Ok(n) if n > 0 => Ok($ty::Fixed(n)),
+                    _ => Err(format!(
+                        concat!(
+                            "expected a number of ",
+                            $what,
+                            ", or \"auto\" (",
+                            $auto_means,
+                            "); got {:?}"
+                        ),
+                        s
+                    )),
+                }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $ty::Fixed(n) => write!(f, "{n}"),
+                    $ty::Auto => f.write_str("auto"),
+                }
+            }
+        }
+    };
 }
+
+auto_or_count!(ServerCpus, "CPUs such as 8", "read from the server");
 
 /// How many threads the `sluice` binary runs clients on (`worker_threads`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,26 +209,11 @@ impl WorkerThreads {
     }
 }
 
-impl FromStr for WorkerThreads {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        parse_auto_or_count(s, "threads such as 4", "one per CPU sluice may run on").map(
-            |n| match n {
-                Some(n) => WorkerThreads::Fixed(n),
-                None => WorkerThreads::Auto,
-            },
-        )
-    }
-}
-
-impl fmt::Display for WorkerThreads {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WorkerThreads::Fixed(n) => write!(f, "{n}"),
-            WorkerThreads::Auto => f.write_str("auto"),
-        }
-    }
-}
+auto_or_count!(
+    WorkerThreads,
+    "threads such as 4",
+    "one per CPU sluice may run on"
+);
 
 /// The MySQL authentication plugins sluice speaks to clients and backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
