@@ -21,6 +21,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -82,8 +83,32 @@ pub struct Chain {
     /// A statement of the batch changed session state nothing predicted: the backend is
     /// closed once the batch is over, never pooled.
     pub dirty: bool,
-    /// When the batch was written: each member's statement time counts from here.
-    pub sent: std::time::Instant,
+    /// When the batch was written, and when the answer before the next one ended.
+    pub turn: Turn,
+}
+
+/// A batch's times as its backend goes from answer to answer. A member's statement time
+/// (what its client waited for) counts from the write. The server runs the statements one
+/// after another, so each holds the backend only from the end of the answer before it: that
+/// is the time the pool's mean statement time counts, or batching would inflate it by the
+/// statements ahead and so talk itself out of batching (`Slots::statement_cost`).
+#[derive(Clone, Copy, Debug)]
+pub struct Turn {
+    pub sent: Instant,
+    /// Where the current answer's hold on the backend began.
+    pub from: Instant,
+}
+
+impl Turn {
+    /// A batch written at `sent`: its first answer holds the backend from then.
+    pub fn new(sent: Instant) -> Turn {
+        Turn { sent, from: sent }
+    }
+    /// The current answer ended at `ended`: returns where its hold began; the next one's
+    /// begins at `ended`.
+    pub fn answered(&mut self, ended: Instant) -> Instant {
+        std::mem::replace(&mut self.from, ended)
+    }
 }
 
 /// A pool's open batches (those whose leader has not written them yet).
@@ -196,6 +221,20 @@ impl Drop for OpenBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_answer_holds_the_backend_from_the_end_of_the_one_before() {
+        let sent = Instant::now();
+        let ms = std::time::Duration::from_millis;
+        let mut turn = Turn::new(sent);
+        // Three answers ending 3, 4 and 9 ms after the write: holds of 3, 1 and 5 ms, which
+        // add up to the batch's 9 ms, while every member's own wait counts from the write.
+        assert_eq!(turn.answered(sent + ms(3)), sent);
+        assert_eq!(turn.answered(sent + ms(4)), sent + ms(3));
+        assert_eq!(turn.answered(sent + ms(9)), sent + ms(4));
+        assert_eq!(turn.from, sent + ms(9));
+        assert_eq!(turn.sent, sent);
+    }
 
     fn q(sql: &'static [u8]) -> impl FnOnce() -> Work {
         move || Work::Query(Bytes::from_static(sql))

@@ -97,9 +97,9 @@ pub struct Session {
     retry_read: bool,
     /// Set by the relay when it did so.
     read_retry_now: bool,
-    /// A pipelined statement's answer: when its batch was written, which is where its
-    /// statement time starts (the relay starts only once the answers before it are read).
-    sent_at: Option<Instant>,
+    /// A pipelined statement's answer: its batch's times (`batches::Turn`), which the
+    /// relay reads and completes.
+    turn: Option<crate::pool::batches::Turn>,
     /// `read_your_writes = wait`: the position the chosen replica must reach first.
     gtid_wait: Option<crate::topology::GtidPosition>,
     /// When the next relay starts, if its caller read the clock just before (`statement`);
@@ -204,7 +204,7 @@ impl Session {
             avoid: None,
             retry_read: false,
             read_retry_now: false,
-            sent_at: None,
+            turn: None,
             gtid_wait: None,
             relay_start: None,
         }
@@ -432,7 +432,7 @@ impl Session {
             .store(backend.thread_id, Ordering::Relaxed);
         self.reg.info.set_phase(ClientPhase::Active);
         // A pipelined answer's backend time (and statement time) starts at its batch's write.
-        let sent_at = self.sent_at.take();
+        let sent_at = self.turn.as_ref().map(|t| t.sent);
         let started = relay_start.or(sent_at).unwrap_or_else(Instant::now);
         // Counted as queued: the response's tail is flushed after the statement (`run`).
         let written = self.client.bytes_written() + self.client.queued() as u64;
@@ -442,9 +442,10 @@ impl Session {
             r = relay_command(&mut self.client, backend, packet, kind, &opts) => r,
             _ = self.hard_stop.as_mut() => return Err(ClientCloseReason::Shutdown),
         };
-        let took = Instant::now() - started;
-        self.ctx.latency.backend_time.record(took);
-        self.pool().slots().record_service(took);
+        let ended = Instant::now();
+        self.ctx.latency.backend_time.record(ended - started);
+        let held_from = self.turn.as_mut().map_or(started, |t| t.answered(ended));
+        self.pool().slots().record_service(ended - held_from);
         self.ctx.stats.bytes_to_clients.fetch_add(
             self.client.bytes_written() + self.client.queued() as u64 - written,
             Ordering::Relaxed,

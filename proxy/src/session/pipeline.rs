@@ -39,7 +39,7 @@ use bytes::Bytes;
 
 use super::prepared::{ClientStmt, StmtCmd};
 use crate::conn::BackendConn;
-use crate::pool::batches::{Baton, Chain, ForBackend, Member, Work};
+use crate::pool::batches::{Baton, Chain, ForBackend, Member, Turn, Work};
 use crate::protocol::{ResponseKind, StatusFlags};
 use crate::stats::{ClientCloseReason, PinReason, Stats};
 
@@ -248,7 +248,7 @@ impl Session {
             self.reg.info.pipelined.store(false, Ordering::SeqCst);
             return Piped::Alone;
         }
-        self.answer(rules, members.into_iter(), false, sent, kind)
+        self.answer(rules, members.into_iter(), false, Turn::new(sent), kind)
             .await
     }
 
@@ -297,11 +297,11 @@ impl Session {
                     slot,
                     rest,
                     dirty,
-                    sent,
+                    turn,
                 } = chain;
                 self.take_backend(backend);
                 self.slot = Some(slot);
-                self.answer(rules, rest, dirty, sent, kind).await
+                self.answer(rules, rest, dirty, turn, kind).await
             }
             Ok(Baton::Fail(err)) => {
                 self.reg.info.pipelined.store(false, Ordering::SeqCst);
@@ -355,24 +355,26 @@ impl Session {
                 slot,
                 rest,
                 dirty,
-                sent,
+                mut turn,
             } = *chain;
             self.take_backend(backend);
             self.slot = Some(slot);
             self.drop_answer(kind).await;
-            self.hand_on(rest, dirty, sent).await;
+            turn.answered(Instant::now());
+            self.hand_on(rest, dirty, turn).await;
         }
         Piped::Done(Ok(Flow::Continue))
     }
 
     /// Relays this statement's answer from the batch's backend, then hands the backend on.
-    /// `sent`: when the batch was written; `kind`: the answer this statement gets.
+    /// `turn`: when the batch was written and this answer's turn began; `kind`: the answer
+    /// this statement gets.
     async fn answer(
         &mut self,
         rules: &Rules,
         rest: Rest,
         dirty: bool,
-        sent: Instant,
+        turn: Turn,
         kind: ResponseKind,
     ) -> Piped {
         self.reg
@@ -389,9 +391,10 @@ impl Session {
             Stats::incr(&self.ctx.stats.pipeline.interrupts);
         }
         self.retry_read = true;
-        self.sent_at = Some(sent);
+        self.turn = Some(turn);
         let relayed = self.relay_on_backend(None, kind, None).await;
-        self.sent_at = None;
+        // The relay moved the turn on to where the next answer's begins.
+        let turn = self.turn.take().unwrap_or(turn);
         self.retry_read = false;
         self.reg.info.pipelined.store(false, Ordering::SeqCst);
         let retry = std::mem::take(&mut self.read_retry_now);
@@ -402,7 +405,7 @@ impl Session {
                 return Piped::Done(Err(reason));
             }
             Ok(None) => {
-                self.hand_on(rest, dirty, sent).await;
+                self.hand_on(rest, dirty, turn).await;
                 return if retry {
                     self.add_retries(1);
                     Piped::Alone
@@ -431,13 +434,13 @@ impl Session {
                 dirty = true;
             }
         }
-        self.hand_on(rest, dirty, sent).await;
+        self.hand_on(rest, dirty, turn).await;
         Piped::Done(Ok(flow))
     }
 
     /// Gives the backend and slot to the next member whose session still waits; the last
     /// statement's session gives them back to the pool.
-    async fn hand_on(&mut self, mut rest: Rest, dirty: bool, sent: Instant) {
+    async fn hand_on(&mut self, mut rest: Rest, dirty: bool, mut turn: Turn) {
         while let Some(next) = rest.next() {
             let (Some(backend), Some(slot)) = (self.backend.take(), self.slot.take()) else {
                 // The backend failed: the members left run on their own (their senders
@@ -450,7 +453,7 @@ impl Session {
                 slot,
                 rest,
                 dirty,
-                sent,
+                turn,
             };
             let kind = next.work.response();
             match next.tx.send(Baton::Run(Box::new(chain))) {
@@ -462,6 +465,7 @@ impl Session {
                     self.take_backend(chain.backend);
                     self.slot = Some(chain.slot);
                     self.drop_answer(kind).await;
+                    turn.answered(Instant::now());
                 }
                 Err(_) => return,
             }
