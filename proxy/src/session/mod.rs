@@ -318,10 +318,7 @@ impl Session {
         self.reg.info.queries.fetch_add(1, Ordering::Relaxed);
         Stats::incr(&self.ctx.stats.statements);
         let rules = class.map(Rules::of);
-        let pending = class.map(|c| route::Pending {
-            read: c.read,
-            min_gtid: c.min_gtid.clone(),
-        });
+        let pending = class.map(route::Pending::of);
         // An autocommit read that starts with nothing held may be retried once on another
         // server when its replica fails before the client saw a byte.
         let mut retries = usize::from(
@@ -340,15 +337,17 @@ impl Session {
         // A stateless read may share one write to the backend with other sessions' reads.
         let reads_only = kind == ResponseKind::Query && class.is_some_and(pipeline::reads_only);
         if let Some(r) = rules.as_ref().filter(|r| reads_only && self.pipelinable(r)) {
-            if let pipeline::Piped::Done(step) =
-                self.pipelined(pipeline::Own::Query(packet), r).await
+            if let pipeline::Piped::Done(step) = self
+                .pipelined(pipeline::Own::Query(packet), r, pending.as_ref())
+                .await
             {
                 return step;
             }
         }
         let mut flow = Flow::Continue;
         loop {
-            if let Some(p) = &pending {
+            // Unless `pipelined` routed it already and then let it run on its own.
+            if let Some(p) = pending.as_ref().filter(|_| !self.pending.routed) {
                 self.pending = p.clone();
             }
             let acquired = match self.acquire().await {

@@ -19,6 +19,10 @@
 //!   since nothing runs after it there.
 //! - If the backend fails, every member whose answer had not begun runs again on its own:
 //!   they are reads, and their clients have seen nothing.
+//! - With several servers a statement is routed before it looks for a batch
+//!   (`Session::route_ahead`), and batches are per server: a batch never mixes reads routed
+//!   to different servers, and a read that must first wait for a replica to reach the
+//!   session's writes runs on its own.
 //!
 //! When a read that finds a slot free batches anyway: only while its batch would hold it
 //! back by less than `pipeline_max_delay`, counting each statement's own server time
@@ -31,6 +35,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use super::registry::ClientPhase;
+use super::route::Pending;
 use super::state::Rules;
 use super::{Flow, Session, Step};
 use crate::classify::{Classification, Effect};
@@ -122,10 +127,9 @@ fn execution_on(backend: &mut BackendConn, payload: &[u8], stmt: &ClientStmt) ->
 impl Session {
     /// The rule's session half (`reads_only` is the statement's): a statement may be
     /// pipelined if its rules present, pin and lock nothing, and the session holds nothing
-    /// and waits for nothing, in autocommit, with one server.
+    /// and waits for nothing, in autocommit.
     pub(super) fn pipelinable(&self, rules: &Rules) -> bool {
         self.config.pipeline_depth > 1
-            && !self.config.uses_topology()
             && rules.is_stateless()
             && self.backend.is_none()
             && self.slot.is_none()
@@ -139,8 +143,35 @@ impl Session {
     }
 
     /// Runs `own` in a batch: joins an open one (always when it would queue for a slot,
-    /// with a slot free only under `pipeline_max_delay`), or leads a new one.
-    pub(in crate::session) async fn pipelined(&mut self, own: Own<'_>, rules: &Rules) -> Piped {
+    /// with a slot free only under `pipeline_max_delay`), or leads a new one. With several
+    /// servers it is routed first (`pending`: what a query tells the router), and its batch
+    /// is one of the routed server's.
+    pub(in crate::session) async fn pipelined(
+        &mut self,
+        own: Own<'_>,
+        rules: &Rules,
+        pending: Option<&Pending>,
+    ) -> Piped {
+        if self.config.uses_topology() {
+            if let Err(err) = self.route_ahead(pending).await {
+                return Piped::Done(self.reply_err(1, &err).await.map(|_| Flow::Continue));
+            }
+            // A read that first waits for a replica to reach the session's writes runs on
+            // its own (the wait takes the backend); the route stands.
+            if self.gtid_wait.is_some() {
+                return Piped::Alone;
+            }
+        }
+        let piped = self.batched(own, rules).await;
+        if matches!(piped, Piped::Done(_)) {
+            // The route was this statement's (a member never acquires, which would end it).
+            self.pending = Pending::default();
+        }
+        piped
+    }
+
+    /// `pipelined` on the server the session is routed to.
+    async fn batched(&mut self, own: Own<'_>, rules: &Rules) -> Piped {
         let kind = own.response();
         // With a slot free, a batch saves a send but gives up running beside the others:
         // worth it only for statements that are short on average. What counts is their own
@@ -176,6 +207,15 @@ impl Session {
         let batch = batches.open(&self.key, &self.state.movable, slots.arrivals() + 1, room);
         if let Err(err) = self.acquire().await {
             self.reg.info.pipelined.store(false, Ordering::SeqCst);
+            if self.on_replica {
+                // A replica that cannot serve: every statement of the batch runs on its own,
+                // where a read that fails on a replica is tried once more elsewhere.
+                self.avoid = Some(self.server);
+                drop(batch);
+                self.add_retries(1);
+                self.release_if_possible();
+                return Piped::Alone;
+            }
             batch.fail(&err);
             self.release_if_possible();
             return Piped::Done(self.reply_err(1, &err).await.map(|_| Flow::Continue));
@@ -227,7 +267,7 @@ impl Session {
         });
         if members.is_empty() {
             self.reg.info.pipelined.store(false, Ordering::SeqCst);
-            return Piped::Done(self.run_alone(packet, rules, kind).await);
+            return self.run_alone(packet, rules, kind).await;
         }
         let stats = &self.ctx.stats.pipeline;
         Stats::incr(&stats.batches);
@@ -253,15 +293,23 @@ impl Session {
     }
 
     /// A leader nobody joined runs its statement on the slot and backend it holds, as
-    /// `Session::statement` would have.
-    async fn run_alone(&mut self, packet: &[u8], rules: &Rules, kind: ResponseKind) -> Step {
-        let relayed = self.relay_on_backend(Some(packet), kind, None).await?;
+    /// `Session::statement` would have: a replica that fails before the first byte of its
+    /// answer leaves it to run again elsewhere.
+    async fn run_alone(&mut self, packet: &[u8], rules: &Rules, kind: ResponseKind) -> Piped {
+        self.retry_read = self.on_replica;
+        let relayed = self.relay_on_backend(Some(packet), kind, None).await;
+        self.retry_read = false;
+        if std::mem::take(&mut self.read_retry_now) {
+            self.avoid = Some(self.server);
+            return Piped::Alone;
+        }
         let flow = match relayed {
-            Some(summary) => self.after_statement(&summary, Some(rules)).await,
-            None => Flow::Continue,
+            Ok(Some(summary)) => self.after_statement(&summary, Some(rules)).await,
+            Ok(None) => Flow::Continue,
+            Err(reason) => return Piped::Done(Err(reason)),
         };
         self.release_if_possible();
-        Ok(flow)
+        Piped::Done(Ok(flow))
     }
 
     /// Waits for this member's turn, then relays its answer.
@@ -310,6 +358,8 @@ impl Session {
             // The batch never ran this statement: alone, unless a KILL came meanwhile.
             Ok(Baton::Retry) | Err(_) => {
                 self.reg.info.pipelined.store(false, Ordering::SeqCst);
+                // Routed again, in case the batch's server is what failed.
+                self.pending.routed = false;
                 if self.reg.info.interrupt.is_set() {
                     Stats::incr(&self.ctx.stats.pipeline.interrupts);
                     let err = super::errors::interrupted();
@@ -408,6 +458,7 @@ impl Session {
                 self.hand_on(rest, dirty, turn).await;
                 return if retry {
                     self.add_retries(1);
+                    self.avoid = self.on_replica.then_some(self.server);
                     Piped::Alone
                 } else {
                     Piped::Done(Ok(Flow::Continue))

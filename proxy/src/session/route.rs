@@ -28,14 +28,45 @@ pub(super) struct Pending {
     pub read: ReadSafety,
     /// The `sluice:min_gtid` token's text, if any.
     pub min_gtid: Option<Box<str>>,
+    /// Routed already (`Session::route_ahead`): the acquire keeps that server.
+    pub routed: bool,
+}
+
+impl Pending {
+    /// What a classified query tells the router.
+    pub fn of(class: &crate::classify::Classification) -> Pending {
+        Pending {
+            read: class.read,
+            min_gtid: class.min_gtid.clone(),
+            routed: false,
+        }
+    }
 }
 
 impl Session {
+    /// Routes the statement about to run before anything is taken, so that pipelining can
+    /// look for a batch in the routed server's pool (each server has its own batches); the
+    /// acquire that follows keeps this route instead of choosing again. `pending`: what a
+    /// query tells the router (`None`: what the session holds, as for an execution).
+    pub(super) async fn route_ahead(&mut self, pending: Option<&Pending>) -> Result<(), ErrPacket> {
+        if let Some(p) = pending {
+            self.pending = p.clone();
+        }
+        if let Some(begun) = self.route_begin() {
+            self.route_statement(begun).await?;
+        }
+        self.pending.routed = true;
+        Ok(())
+    }
+
     /// Starts routing the statement about to run: what it tells the router, and the server
     /// to avoid, or `None` when there is nothing to choose (without a topology, one server,
     /// split off, it is always server 0; a session that holds a slot or backend stays).
     pub(super) fn route_begin(&mut self) -> Option<(Pending, Option<usize>)> {
         let pending = std::mem::take(&mut self.pending);
+        if pending.routed {
+            return None;
+        }
         let avoid = self.avoid.take();
         self.on_replica = false;
         self.gtid_wait = None;

@@ -411,6 +411,11 @@ async fn pipelined_warnings_stay_with_their_session_or_are_dropped() {
 /// shared among the statements running on each of the server's CPUs (`server_cpus`).
 /// 24 clients read as fast as they can through 32 slots, so a slot is always free, while
 /// the test switches the settings under them.
+///
+/// `server_cpus = 32` comes before `1`: on this 2-CPU host it is untrue, and once reads batch
+/// their slot times are their own server times (no CPU wait inside a batch), short enough to
+/// keep batching under the claim too (seen: 405-1,231 batches when 32 came after 1). On a
+/// server with the CPUs it claims both ways of running give the same mean.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saturated_server_gets_batches_even_with_slots_free() {
     let settings = |cpus: u32, max_delay: Duration| {
@@ -440,16 +445,19 @@ async fn a_saturated_server_gets_batches_even_with_slots_free() {
     // Between 8 x one statement's slot time and 8 x its share of one CPU among the ~24
     // running: two slot times.
     let max_delay = mean * 2;
-    let one_cpu = phase(settings(1, max_delay)).await;
     let many_cpus = phase(settings(32, max_delay)).await;
+    let one_cpu = phase(settings(1, max_delay)).await;
     let one_cpu_again = phase(settings(1, max_delay)).await;
+    // And off again, live: with no delay allowed nothing batches at a free slot.
+    let off = phase(settings(1, Duration::ZERO)).await;
     stop.store(true, Relaxed);
     for t in tasks {
         assert!(t.await.unwrap() > 0, "every client was served");
     }
     eprintln!(
         "24 clients at P=32, mean statement {mean:?}, pipeline_max_delay {max_delay:?}: \
-         {one_cpu} then {one_cpu_again} batches with server_cpus = 1, {many_cpus} with 32"
+         {many_cpus} batches with server_cpus = 32, then {one_cpu} and {one_cpu_again} with 1, \
+         then {off} with no delay"
     );
     assert!(
         one_cpu > 0 && one_cpu_again > 0,
@@ -458,6 +466,10 @@ async fn a_saturated_server_gets_batches_even_with_slots_free() {
     assert!(
         many_cpus * 10 < one_cpu.min(one_cpu_again),
         "more CPUs than statements: each statement's time is its slot time, too long to batch"
+    );
+    assert_eq!(
+        off, 0,
+        "pipeline_max_delay = 0 again: no batch at free slots"
     );
     proxy.shutdown().await;
 }

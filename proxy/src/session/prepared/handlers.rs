@@ -126,7 +126,7 @@ impl Session {
                 stmt: &stmt,
             };
             if let crate::session::pipeline::Piped::Done(step) =
-                self.pipelined(own, &stmt.rules).await
+                self.pipelined(own, &stmt.rules, None).await
             {
                 return step;
             }
