@@ -62,6 +62,9 @@ pub struct ClientInfo {
     pub queries: AtomicU64,
     /// The server thread id of the backend running this client's statement, 0 if none.
     pub backend_thread: AtomicU32,
+    /// Which server (`Config::endpoints` index) that thread id is on: thread ids are per
+    /// server, so a KILL QUERY must go to this one (`ClientInfo::running_on`).
+    pub backend_server: AtomicU32,
     /// Cancelled by `KILL CONNECTION` or an admin.
     pub kill: CancellationToken,
     /// The running statement shares its backend with other sessions' (`pool::batches`):
@@ -128,6 +131,14 @@ impl Default for Interrupt {
 }
 
 impl ClientInfo {
+    /// The backend this client's statement runs on from now: thread `thread` of server
+    /// `server`.
+    pub fn running_on(&self, thread: u32, server: usize) {
+        self.backend_server.store(server as u32, Ordering::Relaxed);
+        // Released after the server: a KILL that sees the thread sees its server too.
+        self.backend_thread.store(thread, Ordering::Release);
+    }
+
     pub fn phase(&self) -> ClientPhase {
         ClientPhase::from_u8(self.phase.load(Ordering::Relaxed))
     }
@@ -240,6 +251,7 @@ impl Registry {
             pin: AtomicU8::new(0),
             queries: AtomicU64::new(0),
             backend_thread: AtomicU32::new(0),
+            backend_server: AtomicU32::new(0),
             kill: CancellationToken::new(),
             pipelined: std::sync::atomic::AtomicBool::new(false),
             interrupt: Interrupt::new(),

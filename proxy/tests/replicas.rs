@@ -415,6 +415,59 @@ async fn reads_of_many_sessions_are_pipelined_on_the_replicas() {
     proxy.shutdown().await;
 }
 
+/// KILL QUERY from a session whose last statement ran on the primary reaches the replica the
+/// victim's read runs on: backend thread ids are per server, so the primary's thread of
+/// the same id (if any) is somebody else's and must not be the one asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_query_reaches_the_server_the_statement_runs_on() {
+    let cluster = cluster_with(&[]).await;
+    let proxy = start(&cluster, |_| {}).await;
+    let mut victim = client(&proxy).await;
+    let id = victim.id();
+    let long_read = tokio::spawn(async move {
+        // About 9e8 rows: many seconds on any server here, and a replica's read.
+        let sql = "SELECT SUM(a.seq * b.seq) FROM seq_1_to_30000 a, seq_1_to_30000 b";
+        let r: Result<Option<i64>, _> = victim.query_first(sql).await;
+        (victim, r)
+    });
+    let mut killer = client(&proxy).await;
+    killer
+        .query_drop("INSERT INTO t VALUES (900)")
+        .await
+        .expect("insert on the primary");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let kill_at = Instant::now();
+    killer
+        .query_drop(format!("KILL QUERY {id}"))
+        .await
+        .expect("kill");
+    let (mut victim, result) = tokio::time::timeout(Duration::from_secs(30), long_read)
+        .await
+        .expect("the read returns")
+        .expect("reader");
+    let after = kill_at.elapsed();
+    match &result {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1317, "{e:?}"),
+        other => panic!("the read was not interrupted: {other:?} after {after:?}"),
+    }
+    assert!(after < Duration::from_secs(3), "KILL QUERY took {after:?}");
+    let routed = proxy.context().stats.routed_snapshot();
+    let replica_reads: u64 = routed
+        .iter()
+        .filter(|((_, r, _), _)| *r == "replica")
+        .map(|(_, n)| n)
+        .sum();
+    assert!(replica_reads >= 1, "the read ran on a replica: {routed:?}");
+    // Only the query died: the session goes on.
+    assert!(replicas_of(&cluster).contains(&server_id(&mut victim, "SELECT @@server_id").await));
+    drop((victim, killer));
+    proxy.shutdown().await;
+}
+
+fn replicas_of(cluster: &Cluster) -> BTreeSet<u32> {
+    (1..cluster.len()).map(|i| cluster.server_id(i)).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replica_costs_no_read_errors() {
     let mut cluster = cluster_with(&[]).await;

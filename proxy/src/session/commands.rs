@@ -2,6 +2,7 @@
 //! CHANGE_USER, KILL), which it refuses, which it relays, and what a finished statement
 //! changes in the session.
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
@@ -10,8 +11,9 @@ use super::prepared::StmtCmd;
 use super::state::Rules;
 use super::{framed, Flow, Session, Step};
 use crate::classify::{classify, KillTarget};
-use crate::conn::backend::{BackendConn, Health, PoolKey};
+use crate::conn::backend::{BackendConn, BackendTarget, Health, PoolKey};
 use crate::conn::client::Reauth;
+use crate::context::backend_target_for;
 use crate::protocol::frame::LogicalSpan;
 use crate::protocol::request::query as query_payload;
 use crate::protocol::{
@@ -411,7 +413,17 @@ impl Session {
             // Other sessions' statements share its backend: sluice ends its answer itself.
             victim.interrupt.set();
         } else if victim.id != self.reg.info.id {
-            if let Err(e) = kill_running_statement(&self.target, &self.key, &victim).await {
+            // On the server the victim's statement runs on, which need not be this session's
+            // (thread ids are per server: another server's same id is someone else's).
+            let (own, (config, user, ctx)) = (
+                (self.server, &self.target),
+                (&self.config, &self.user, &self.ctx),
+            );
+            let target_for = |server: usize| match server == own.0 {
+                true => Cow::Borrowed(own.1),
+                false => Cow::Owned(backend_target_for(config, user, ctx, server)),
+            };
+            if let Err(e) = kill_running_statement(target_for, &self.key, &victim).await {
                 tracing::warn!(
                     client = self.reg.info.id,
                     "KILL QUERY on backend failed: {e}"
@@ -434,13 +446,15 @@ impl Session {
 }
 
 /// Kills the statement `victim` runs now, if any, and never one of another session: the
-/// backend may have moved on to someone else by the time a control connection is open. On
+/// backend may have moved on to someone else by the time a control connection is open.
+/// `target_for`: how to reach a server (by `Config::endpoints` index): the victim's, seen
+/// with its thread id and rechecked with it. On
 /// MariaDB the statement is named by its query id, read while the victim is seen running it
 /// before and after (so the id is the victim's), and `KILL QUERY ID` is a no-op once that
 /// statement is over. Elsewhere `KILL QUERY <thread>` is sent only if the victim still runs
 /// the same statement on the same backend, one round trip before it arrives.
-async fn kill_running_statement(
-    target: &crate::conn::BackendTarget,
+async fn kill_running_statement<'a>(
+    target_for: impl FnOnce(usize) -> Cow<'a, BackendTarget>,
     key: &PoolKey,
     victim: &crate::session::registry::ClientInfo,
 ) -> Result<(), crate::conn::Error> {
@@ -448,13 +462,14 @@ async fn kill_running_statement(
         (
             victim.backend_thread.load(Ordering::SeqCst),
             victim.queries.load(Ordering::SeqCst),
+            victim.backend_server.load(Ordering::SeqCst),
         )
     };
     let seen = running();
     if seen.0 == 0 {
         return Ok(());
     }
-    let mut control = BackendConn::connect(target, key.clone()).await?;
+    let mut control = BackendConn::connect(&target_for(seen.2 as usize), key.clone()).await?;
     let mariadb = control.server.version.windows(7).any(|w| w == b"MariaDB");
     let sql = if mariadb {
         let find = format!(

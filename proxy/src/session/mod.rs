@@ -425,10 +425,7 @@ impl Session {
         };
         // Mid-response until proven otherwise: if this future is dropped now, the backend closes.
         backend.health = Health::Broken;
-        self.reg
-            .info
-            .backend_thread
-            .store(backend.thread_id, Ordering::Relaxed);
+        self.reg.info.running_on(backend.thread_id, self.server);
         self.reg.info.set_phase(ClientPhase::Active);
         // A pipelined answer's backend time (and statement time) starts at its batch's write.
         let sent_at = self.turn.as_ref().map(|t| t.sent);
