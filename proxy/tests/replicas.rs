@@ -364,8 +364,10 @@ async fn switchover_no_writer_and_split_brain() {
 }
 
 /// Many sessions' reads over one slot per server: they are pipelined on the replicas (each
-/// server has its own batches), every client gets its own answer from a replica, and a
-/// session that writes meanwhile still reads its writes back and writes only on the primary.
+/// server has its own batches), every client gets its own answer from a replica, in its own
+/// session state (four time zones among the readers: only sessions in the same one may
+/// share a batch), and a session that writes meanwhile still reads its writes back and
+/// writes only on the primary.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_of_many_sessions_are_pipelined_on_the_replicas() {
     let cluster = cluster_with(&[]).await;
@@ -378,12 +380,19 @@ async fn reads_of_many_sessions_are_pipelined_on_the_replicas() {
     let mut readers = Vec::new();
     for client_no in 0..12u64 {
         let mut c = client(&proxy).await;
+        let zone = format!("+0{}:00", client_no % 4);
+        c.query_drop(format!("SET time_zone = '{zone}'"))
+            .await
+            .expect("set time_zone");
         readers.push(tokio::spawn(async move {
             let mut seen = BTreeSet::new();
             for n in 0..150u64 {
-                let sql = format!("SELECT @@server_id, {client_no} * 1000 + {n}");
-                let (id, v): (u32, u64) = c.query_first(&sql).await.expect(&sql).expect("a row");
+                let sql =
+                    format!("SELECT @@server_id, {client_no} * 1000 + {n}, @@session.time_zone");
+                let (id, v, tz): (u32, u64, String) =
+                    c.query_first(&sql).await.expect(&sql).expect("a row");
                 assert_eq!(v, client_no * 1000 + n, "every answer is the client's own");
+                assert_eq!(tz, zone, "client {client_no}: its own time zone");
                 seen.insert(id);
             }
             seen
