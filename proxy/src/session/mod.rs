@@ -347,7 +347,7 @@ impl Session {
         let mut flow = Flow::Continue;
         loop {
             // Unless `pipelined` routed it already and then let it run on its own.
-            if let Some(p) = pending.as_ref().filter(|_| !self.pending.routed) {
+            if let Some(p) = pending.as_ref().filter(|_| !self.routed_now()) {
                 self.pending = p.clone();
             }
             let acquired = match self.acquire().await {

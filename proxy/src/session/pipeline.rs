@@ -162,16 +162,6 @@ impl Session {
                 return Piped::Alone;
             }
         }
-        let piped = self.batched(own, rules).await;
-        if matches!(piped, Piped::Done(_)) {
-            // The route was this statement's (a member never acquires, which would end it).
-            self.pending = Pending::default();
-        }
-        piped
-    }
-
-    /// `pipelined` on the server the session is routed to.
-    async fn batched(&mut self, own: Own<'_>, rules: &Rules) -> Piped {
         let kind = own.response();
         // With a slot free, a batch saves a send but gives up running beside the others:
         // worth it only for statements that are short on average. What counts is their own
@@ -319,6 +309,10 @@ impl Session {
         rules: &Rules,
         kind: ResponseKind,
     ) -> Piped {
+        // A member never acquires, which would end its route: ended here, so that nothing
+        // after this statement keeps it (and a member run again on its own is routed again,
+        // in case the batch's server is what failed).
+        self.pending.routed_for = None;
         self.reg.info.set_phase(ClientPhase::Waiting);
         let queued = Instant::now();
         let info = Arc::clone(&self.reg.info);
@@ -358,8 +352,6 @@ impl Session {
             // The batch never ran this statement: alone, unless a KILL came meanwhile.
             Ok(Baton::Retry) | Err(_) => {
                 self.reg.info.pipelined.store(false, Ordering::SeqCst);
-                // Routed again, in case the batch's server is what failed.
-                self.pending.routed = false;
                 if self.reg.info.interrupt.is_set() {
                     Stats::incr(&self.ctx.stats.pipeline.interrupts);
                     let err = super::errors::interrupted();

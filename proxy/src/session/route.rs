@@ -28,8 +28,10 @@ pub(super) struct Pending {
     pub read: ReadSafety,
     /// The `sluice:min_gtid` token's text, if any.
     pub min_gtid: Option<Box<str>>,
-    /// Routed already (`Session::route_ahead`): the acquire keeps that server.
-    pub routed: bool,
+    /// The statement (the session's `queries` count) `Session::route_ahead` routed it for:
+    /// that statement's acquire keeps the server. Stale once the next statement begins, so
+    /// a read's route can never carry over to a later statement.
+    pub routed_for: Option<u64>,
 }
 
 impl Pending {
@@ -38,7 +40,7 @@ impl Pending {
         Pending {
             read: class.read,
             min_gtid: class.min_gtid.clone(),
-            routed: false,
+            routed_for: None,
         }
     }
 }
@@ -55,18 +57,31 @@ impl Session {
         if let Some(begun) = self.route_begin() {
             self.route_statement(begun).await?;
         }
-        self.pending.routed = true;
+        self.pending.routed_for = Some(self.statement_no());
         Ok(())
+    }
+
+    /// Whether the statement running now was routed already (`route_ahead`).
+    pub(super) fn routed_now(&self) -> bool {
+        self.pending.routed_for == Some(self.statement_no())
+    }
+
+    fn statement_no(&self) -> u64 {
+        self.reg
+            .info
+            .queries
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Starts routing the statement about to run: what it tells the router, and the server
     /// to avoid, or `None` when there is nothing to choose (without a topology, one server,
     /// split off, it is always server 0; a session that holds a slot or backend stays).
     pub(super) fn route_begin(&mut self) -> Option<(Pending, Option<usize>)> {
-        let pending = std::mem::take(&mut self.pending);
-        if pending.routed {
+        if self.routed_now() {
+            self.pending = Pending::default();
             return None;
         }
+        let pending = std::mem::take(&mut self.pending);
         let avoid = self.avoid.take();
         self.on_replica = false;
         self.gtid_wait = None;
