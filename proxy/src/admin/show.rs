@@ -205,9 +205,12 @@ pub fn clients(ctx: &Context) -> Table {
         ("queries", Int),
         ("age_s", Int),
         ("backend_thread", Int),
+        // Thread ids are per server: the one `backend_thread` is on (its index in `servers`).
+        ("backend_server", Int),
     ]);
     for c in ctx.registry.all() {
         let thread = c.backend_thread.load(std::sync::atomic::Ordering::Relaxed);
+        let server = c.backend_server.load(std::sync::atomic::Ordering::Relaxed);
         t.push(vec![
             c.id.into(),
             c.user().into(),
@@ -217,6 +220,7 @@ pub fn clients(ctx: &Context) -> Table {
             c.queries.load(std::sync::atomic::Ordering::Relaxed).into(),
             c.connected.elapsed().as_secs().into(),
             (thread != 0).then_some(thread).into(),
+            (thread != 0).then_some(server).into(),
         ]);
     }
     t

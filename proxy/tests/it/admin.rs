@@ -234,6 +234,23 @@ async fn show_commands_report_pools_clients_servers_stats_and_latency() {
         Some(2)
     );
 
+    // A running statement shows its backend thread and the server that thread is on.
+    let running = tokio::spawn(async move {
+        plain.query_drop("DO SLEEP(1)").await.unwrap();
+        plain
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let clients = rows(&mut a, "SHOW CLIENTS").await;
+    let active = clients
+        .iter()
+        .find(|c| cell(c, "state") == Some("active"))
+        .unwrap_or_else(|| panic!("the sleeping client is active: {clients:?}"));
+    assert!(num(active, "backend_thread") > 0, "{active:?}");
+    assert_eq!(cell(active, "backend_server"), Some("0"), "{active:?}");
+    let mut plain = running.await.unwrap();
+    let idle = rows(&mut a, "SHOW CLIENTS").await;
+    assert_eq!(cell(&idle[0], "backend_server"), None, "{idle:?}");
+
     plain.disconnect().await.unwrap();
     a.disconnect().await.unwrap();
     proxy.shutdown().await;
