@@ -247,7 +247,7 @@ async fn show_commands_report_pools_clients_servers_stats_and_latency() {
         .unwrap_or_else(|| panic!("the sleeping client is active: {clients:?}"));
     assert!(num(active, "backend_thread") > 0, "{active:?}");
     assert_eq!(cell(active, "backend_server"), Some("0"), "{active:?}");
-    let mut plain = running.await.unwrap();
+    let plain = running.await.unwrap();
     let idle = rows(&mut a, "SHOW CLIENTS").await;
     assert_eq!(cell(&idle[0], "backend_server"), None, "{idle:?}");
 
