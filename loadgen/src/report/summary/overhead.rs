@@ -235,26 +235,31 @@ fn goal_lines(out: &mut String, goals: &[Goal], several: bool) {
         let mut keys: Vec<(GoalKind, usize)> = goals.iter().map(|g| (g.kind, g.pool)).collect();
         keys.sort_by_key(|(k, p)| (*k as u8, *p));
         keys.dedup();
-        let ranges: Vec<String> = keys
-            .iter()
-            .map(|&(kind, pool)| {
-                let v: Vec<f64> = goals
-                    .iter()
-                    .filter(|g| g.kind == kind && g.pool == pool)
-                    .map(Goal::headline)
-                    .collect();
-                let (lo, hi) = v
-                    .iter()
-                    .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-                let what = match kind {
-                    GoalKind::CpuRatio => "CPU ratio",
-                    GoalKind::QpsRatio => "QPS ratio",
-                    GoalKind::AddedP50 => "added p50 minus HAProxy's (ms)",
-                };
-                format!("{what} P={pool} {lo:.3}..{hi:.3}")
-            })
-            .collect();
+        let (mut ranges, mut medians) = (Vec::new(), Vec::new());
+        for &(kind, pool) in &keys {
+            let mut v: Vec<f64> = goals
+                .iter()
+                .filter(|g| g.kind == kind && g.pool == pool)
+                .map(Goal::headline)
+                .collect();
+            let (lo, hi) = v
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+            let (what, met): (&str, fn(f64) -> bool) = match kind {
+                GoalKind::CpuRatio => ("CPU ratio", |m| m <= relay_cost::CPU_RATIO_GOAL),
+                GoalKind::QpsRatio => ("QPS ratio", |m| m >= relay_cost::QPS_RATIO_GOAL),
+                GoalKind::AddedP50 => ("added p50 minus HAProxy's (ms)", |m| m <= 0.0),
+            };
+            ranges.push(format!("{what} P={pool} {lo:.3}..{hi:.3}"));
+            if let Some(m) = relay_cost::median(&mut v) {
+                let verdict = if met(m) { "met" } else { "not met" };
+                medians.push(format!("{what} P={pool} {m:.3} ({verdict})"));
+            }
+        }
         let _ = writeln!(out, "  range over the rounds: {}", ranges.join("; "));
+        // One round can land on a host stall; the median of interleaved rounds is the
+        // stable judgement (every other round runs backwards, `Relay::in_round`).
+        let _ = writeln!(out, "  median over the rounds: {}", medians.join("; "));
     }
 }
 
@@ -604,6 +609,10 @@ mod tests {
         assert!(out.contains("  round 2: CPU per query at 64 clients, sluice / HAProxy (goal <= 0.80): P=4 1.00x"), "{out}");
         assert!(
             out.contains("range over the rounds: CPU ratio P=4 1.003..1.254"),
+            "{out}"
+        );
+        assert!(
+            out.contains("median over the rounds: CPU ratio P=4 1.128 (not met)"),
             "{out}"
         );
         assert!(out.contains("haproxy r2"), "{out}");
