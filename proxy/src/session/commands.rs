@@ -415,13 +415,14 @@ impl Session {
         } else if victim.id != self.reg.info.id {
             // On the server the victim's statement runs on, which need not be this session's
             // (thread ids are per server: another server's same id is someone else's).
-            let (own, (config, user, ctx)) = (
-                (self.server, &self.target),
-                (&self.config, &self.user, &self.ctx),
-            );
-            let target_for = |server: usize| match server == own.0 {
-                true => Cow::Borrowed(own.1),
-                false => Cow::Owned(backend_target_for(config, user, ctx, server)),
+            let target_for = |server: usize| match server == self.server {
+                true => Cow::Borrowed(&self.target),
+                false => Cow::Owned(backend_target_for(
+                    &self.config,
+                    &self.user,
+                    &self.ctx,
+                    server,
+                )),
             };
             if let Err(e) = kill_running_statement(target_for, &self.key, &victim).await {
                 tracing::warn!(
@@ -447,11 +448,10 @@ impl Session {
 
 /// Kills the statement `victim` runs now, if any, and never one of another session: the
 /// backend may have moved on to someone else by the time a control connection is open.
-/// `target_for`: how to reach a server (by `Config::endpoints` index): the victim's, seen
-/// with its thread id and rechecked with it. On
-/// MariaDB the statement is named by its query id, read while the victim is seen running it
-/// before and after (so the id is the victim's), and `KILL QUERY ID` is a no-op once that
-/// statement is over. Elsewhere `KILL QUERY <thread>` is sent only if the victim still runs
+/// `target_for` reaches a server by its `Config::endpoints` index: the victim's, seen with
+/// its thread id and rechecked with it. On MariaDB the statement is named by its query id,
+/// read while the victim is seen running it before and after (so the id is the victim's),
+/// and `KILL QUERY ID` is a no-op once that statement is over. Elsewhere `KILL QUERY <thread>` is sent only if the victim still runs
 /// the same statement on the same backend, one round trip before it arrives.
 async fn kill_running_statement<'a>(
     target_for: impl FnOnce(usize) -> Cow<'a, BackendTarget>,

@@ -200,11 +200,10 @@ impl Session {
             if self.on_replica {
                 // A replica that cannot serve: every statement of the batch runs on its own,
                 // where a read that fails on a replica is tried once more elsewhere.
-                self.avoid = Some(self.server);
                 drop(batch);
                 self.add_retries(1);
                 self.release_if_possible();
-                return Piped::Alone;
+                return self.elsewhere();
             }
             batch.fail(&err);
             self.release_if_possible();
@@ -290,8 +289,7 @@ impl Session {
         let relayed = self.relay_on_backend(Some(packet), kind, None).await;
         self.retry_read = false;
         if std::mem::take(&mut self.read_retry_now) {
-            self.avoid = Some(self.server);
-            return Piped::Alone;
+            return self.elsewhere();
         }
         let flow = match relayed {
             Ok(Some(summary)) => self.after_statement(&summary, Some(rules)).await,
@@ -300,6 +298,13 @@ impl Session {
         };
         self.release_if_possible();
         Piped::Done(Ok(flow))
+    }
+
+    /// The statement runs again on its own, avoiding the replica that just failed it (the
+    /// server it ran on, if a replica).
+    fn elsewhere(&mut self) -> Piped {
+        self.avoid = self.on_replica.then_some(self.server);
+        Piped::Alone
     }
 
     /// Waits for this member's turn, then relays its answer.
@@ -450,8 +455,7 @@ impl Session {
                 self.hand_on(rest, dirty, turn).await;
                 return if retry {
                     self.add_retries(1);
-                    self.avoid = self.on_replica.then_some(self.server);
-                    Piped::Alone
+                    self.elsewhere()
                 } else {
                     Piped::Done(Ok(Flow::Continue))
                 };

@@ -63,7 +63,10 @@ impl Session {
 
     /// Whether the statement running now was routed already (`route_ahead`).
     pub(super) fn routed_now(&self) -> bool {
-        self.pending.routed_for == Some(self.statement_no())
+        // No atomic load on the hot path: with one server nothing is ever routed ahead.
+        self.pending
+            .routed_for
+            .is_some_and(|n| n == self.statement_no())
     }
 
     fn statement_no(&self) -> u64 {
