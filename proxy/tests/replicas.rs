@@ -1,13 +1,15 @@
 //! sluice in front of a real dbkit [`Cluster`] (a MariaDB primary and two GTID replicas) with
 //! `servers` and `read_write_split = on`: where statements run (checked by `@@server_id`),
 //! read-your-writes against delayed replicas, replica exclusion, a switchover, no writer,
-//! and split brain.
+//! and split brain; prepared statements in `prepared`.
 //!
 //! Clients and sluice's data path use the application account (`app`), the monitor its own
 //! (`monitor`, SLAVE MONITOR only); the all-privileges account only drives the servers
 //! (delays, read_only, replication), as an operator would.
 
 mod common;
+#[path = "replicas/prepared.rs"]
+mod prepared;
 use common::{blocking, cluster_with, WAIT};
 
 use std::collections::BTreeSet;

@@ -321,12 +321,8 @@ impl Session {
         let pending = class.map(route::Pending::of);
         // An autocommit read that starts with nothing held may be retried once on another
         // server when its replica fails before the client saw a byte.
-        let mut retries = usize::from(
-            class.is_some_and(|c| c.read.is_replica_safe())
-                && self.backend.is_none()
-                && self.slot.is_none()
-                && !self.state.in_transaction(),
-        );
+        let mut retries =
+            usize::from(class.is_some_and(|c| c.read.is_replica_safe()) && self.holds_nothing());
         // A statement that will pin gets its place first, or does not run at all.
         if self.place.is_none() && rules.as_ref().and_then(Rules::pin_ahead).is_some() {
             if let Err(err) = self.reserve_pin(rules.as_ref()).await {

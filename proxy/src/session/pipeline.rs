@@ -231,10 +231,16 @@ impl Session {
                     &built
                 }
                 Err(err) => {
-                    // The members run on their own (`batch` drops); the error is this one's.
+                    // The members run on their own (`batch` drops); the error is this one's,
+                    // unless a replica was lost while preparing: then it runs again elsewhere.
                     drop(batch);
                     self.reg.info.pipelined.store(false, Ordering::SeqCst);
+                    let lost = self.backend.is_none();
                     self.release_if_possible();
+                    if lost && self.on_replica {
+                        self.add_retries(1);
+                        return self.elsewhere();
+                    }
                     return Piped::Done(self.reply_err(1, &err).await.map(|_| Flow::Continue));
                 }
             },

@@ -23,6 +23,9 @@ pub struct ClientStmt {
     pub(crate) rules: crate::session::state::Rules,
     /// The classifier proved it a read that may be pipelined (`pipeline::reads_only`).
     pub(crate) reads_only: bool,
+    /// What its text tells the router: an execution without a cursor of a replica-safe
+    /// read may run on a replica, as the same text sent as a query would.
+    pub(crate) route: crate::session::route::Pending,
 }
 
 #[derive(Default)]
@@ -228,6 +231,7 @@ mod tests {
             types,
             rules: Default::default(),
             reads_only: false,
+            route: Default::default(),
         }
     }
 

@@ -24,7 +24,7 @@ use crate::topology::{
 
 /// What the statement about to run tells the router (set by `Session::statement`).
 #[derive(Debug, Clone, Default)]
-pub(super) struct Pending {
+pub(crate) struct Pending {
     pub read: ReadSafety,
     /// The `sluice:min_gtid` token's text, if any.
     pub min_gtid: Option<Box<str>>,
@@ -35,7 +35,7 @@ pub(super) struct Pending {
 }
 
 impl Pending {
-    /// What a classified query tells the router.
+    /// What a classified query (or a prepared statement's text) tells the router.
     pub fn of(class: &crate::classify::Classification) -> Pending {
         Pending {
             read: class.read,
@@ -67,6 +67,12 @@ impl Session {
         self.pending
             .routed_for
             .is_some_and(|n| n == self.statement_no())
+    }
+
+    /// A read that starts holding nothing (no slot, no backend, no transaction) may run
+    /// once more on another server when its replica fails before the client saw a byte.
+    pub(super) fn holds_nothing(&self) -> bool {
+        self.backend.is_none() && self.slot.is_none() && !self.state.in_transaction()
     }
 
     fn statement_no(&self) -> u64 {

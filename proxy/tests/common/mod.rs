@@ -5,6 +5,8 @@
 // Each test binary includes this module and uses the parts it needs.
 #![allow(dead_code)]
 
+pub mod wire;
+
 use std::time::Duration;
 
 use dbkit::{Cluster, ClusterOptions};

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
-use sluice::protocol::{auth, write_packet, Capabilities, ErrPacket, Handshake, HandshakeResponse};
+use sluice::protocol::{write_packet, Capabilities, ErrPacket, Handshake};
 use sluice::stats::{BackendCloseReason, ClientCloseReason};
 use sluice::{Config, ProxyHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,6 +18,7 @@ use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 use crate::harness::*;
+use crate::wire::{native_response, plain_caps, take_packet};
 
 /// How long any single read of an expected answer may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -75,25 +76,7 @@ impl Raw {
     pub(crate) async fn login_with(proxy: &ProxyHandle, collation: u8) -> (Raw, Handshake, Read) {
         let mut raw = Raw::connect(proxy).await;
         let hs = raw.greeting().await;
-        let caps = Capabilities::CLIENT_PROTOCOL_41
-            | Capabilities::CLIENT_SECURE_CONNECTION
-            | Capabilities::CLIENT_PLUGIN_AUTH
-            | Capabilities::CLIENT_LONG_PASSWORD
-            | Capabilities::CLIENT_TRANSACTIONS
-            | Capabilities::CLIENT_MULTI_RESULTS;
-        let response = HandshakeResponse {
-            capabilities: caps,
-            max_packet: 1 << 24,
-            collation,
-            user: b"app".to_vec(),
-            auth_response: auth::native_scramble(&hs.nonce, b"secret"),
-            database: None,
-            auth_plugin: Some(auth::NATIVE.as_bytes().to_vec()),
-            connect_attrs: Vec::new(),
-            mariadb_caps: 0,
-        };
-        let mut payload = BytesMut::new();
-        response.encode(&mut payload);
+        let payload = native_response(&hs, plain_caps(), collation, "app", "secret");
         raw.send(1, &payload).await;
         let verdict = raw.read().await;
         (raw, hs, verdict)
@@ -127,14 +110,8 @@ impl Raw {
     async fn read_within(&mut self, within: Duration) -> Option<Read> {
         let deadline = tokio::time::Instant::now() + within;
         loop {
-            if self.buf.len() >= 4 {
-                let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], 0]) as usize;
-                if self.buf.len() >= 4 + len {
-                    let seq = self.buf[3];
-                    let payload = self.buf[4..4 + len].to_vec();
-                    self.buf.drain(..4 + len);
-                    return Some(Read::Packet(seq, payload));
-                }
+            if let Some((seq, payload)) = take_packet(&mut self.buf) {
+                return Some(Read::Packet(seq, payload));
             }
             let mut chunk = [0u8; 16 << 10];
             match tokio::time::timeout_at(deadline, self.socket.read(&mut chunk)).await {

@@ -28,3 +28,5 @@ mod reliability;
 mod set_option;
 mod tls;
 mod unix_backend;
+#[path = "../common/wire.rs"]
+mod wire;

@@ -12,103 +12,14 @@ use mysql_async::prelude::*;
 use mysql_async::Conn;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sluice::protocol::{auth, write_packet, Capabilities, Handshake, HandshakeResponse};
+use sluice::protocol::write_packet;
 use sluice::stats::RecycleOutcome;
 use sluice::ProxyHandle;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
 
 use crate::harness::*;
-
-/// A raw client for traffic no driver would send: bytes exactly as the test writes them.
-struct Wire {
-    socket: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Wire {
-    async fn connect(addr: std::net::SocketAddr) -> Option<Wire> {
-        let socket = TcpStream::connect(addr).await.ok()?;
-        // An abort is an RST, as when a process dies, not a polite FIN. (The deprecation is
-        // about lingering drops blocking; a zero linger never blocks.)
-        #[allow(deprecated)]
-        socket.set_linger(Some(Duration::ZERO)).ok()?;
-        Some(Wire {
-            socket,
-            buf: Vec::new(),
-        })
-    }
-
-    /// Connects and logs in as `user`/`password`; None if anything is off.
-    async fn login(addr: std::net::SocketAddr, user: &str, password: &str) -> Option<Wire> {
-        let mut w = Wire::connect(addr).await?;
-        let (_, greeting) = w.packet(Duration::from_secs(5)).await?;
-        let hs = Handshake::decode(&greeting).ok()?;
-        let response = HandshakeResponse {
-            capabilities: Capabilities::CLIENT_PROTOCOL_41
-                | Capabilities::CLIENT_SECURE_CONNECTION
-                | Capabilities::CLIENT_PLUGIN_AUTH
-                | Capabilities::CLIENT_LONG_PASSWORD
-                | Capabilities::CLIENT_TRANSACTIONS
-                | Capabilities::CLIENT_MULTI_RESULTS,
-            max_packet: 1 << 24,
-            collation: 45,
-            user: user.as_bytes().to_vec(),
-            auth_response: auth::native_scramble(&hs.nonce, password.as_bytes()),
-            database: None,
-            auth_plugin: Some(auth::NATIVE.as_bytes().to_vec()),
-            connect_attrs: Vec::new(),
-            mariadb_caps: 0,
-        };
-        let mut payload = BytesMut::new();
-        response.encode(&mut payload);
-        w.send(1, &payload).await.ok()?;
-        match w.packet(Duration::from_secs(5)).await? {
-            (2, p) if p.starts_with(&[0x00]) => Some(w),
-            _ => None,
-        }
-    }
-
-    async fn send(&mut self, seq: u8, payload: &[u8]) -> std::io::Result<()> {
-        let mut out = BytesMut::new();
-        write_packet(&mut out, seq, payload);
-        self.socket.write_all(&out).await
-    }
-
-    /// A command (sequence id 0).
-    async fn command(&mut self, code: u8, body: &[u8]) -> std::io::Result<()> {
-        let mut p = vec![code];
-        p.extend_from_slice(body);
-        self.send(0, &p).await
-    }
-
-    /// The next single-chunk packet, or None on timeout or close.
-    async fn packet(&mut self, within: Duration) -> Option<(u8, Vec<u8>)> {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            if self.buf.len() >= 4 {
-                let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], 0]) as usize;
-                if self.buf.len() >= 4 + len {
-                    let seq = self.buf[3];
-                    let payload = self.buf[4..4 + len].to_vec();
-                    self.buf.drain(..4 + len);
-                    return Some((seq, payload));
-                }
-            }
-            let mut chunk = [0u8; 16 << 10];
-            match tokio::time::timeout_at(deadline, self.socket.read(&mut chunk)).await {
-                Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&chunk[..n]),
-                _ => return None,
-            }
-        }
-    }
-
-    /// Reads and discards whatever arrives within `within` (or until close).
-    async fn drain(&mut self, within: Duration) {
-        while self.packet(within).await.is_some() {}
-    }
-}
+use crate::wire::Wire;
 
 fn vm_rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

@@ -244,7 +244,7 @@ async fn ssl_request_and_client_hello_in_one_segment() {
     use bytes::BytesMut;
     use rustls::pki_types::{pem::PemObject, CertificateDer, ServerName};
     use sluice::protocol::SslRequest;
-    use sluice::protocol::{auth, write_packet, Capabilities, Handshake, HandshakeResponse};
+    use sluice::protocol::{write_packet, Capabilities, Handshake};
     use std::io::Write;
     use std::sync::Arc;
     use tokio::io::AsyncWriteExt;
@@ -308,19 +308,7 @@ async fn ssl_request_and_client_hello_in_one_segment() {
         .expect("TLS handshake did not stall")
         .expect("TLS handshake");
 
-    let response = HandshakeResponse {
-        capabilities: caps,
-        max_packet: 1 << 24,
-        collation: 45,
-        user: b"app".to_vec(),
-        auth_response: auth::native_scramble(&hs.nonce, b"secret"),
-        database: None,
-        auth_plugin: Some(auth::NATIVE.as_bytes().to_vec()),
-        connect_attrs: Vec::new(),
-        mariadb_caps: 0,
-    };
-    let mut payload = BytesMut::new();
-    response.encode(&mut payload);
+    let payload = crate::wire::native_response(&hs, caps, 45, "app", "secret");
     let mut out = BytesMut::new();
     write_packet(&mut out, 2, &payload);
     tls.write_all(&out).await.expect("send response");

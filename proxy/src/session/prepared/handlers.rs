@@ -9,6 +9,16 @@ use crate::protocol::{codes, ErrPacket, ResponseKind};
 use crate::session::{Flow, Session, Step};
 use crate::stats::{ClientCloseReason, PinReason, Stats};
 
+/// What one try at a statement command came to.
+enum Executed {
+    /// Relayed: the client has the answer, and this is what comes next.
+    Relayed(Flow),
+    /// The client has an error (or, for SEND_LONG_DATA, nothing), and the session goes on.
+    Failed,
+    /// A replica failed before the client saw anything: the command runs again elsewhere.
+    ElsewhereAgain,
+}
+
 impl Session {
     /// COM_STMT_PREPARE runs on any backend; the client sees its own statement id.
     pub(in crate::session) async fn prepare(&mut self, packet: &[u8], sql: &[u8]) -> Step {
@@ -53,6 +63,7 @@ impl Session {
                     types: None,
                     rules: crate::session::state::Rules::of(&class),
                     reads_only: crate::session::pipeline::reads_only(&class),
+                    route: crate::session::route::Pending::of(&class),
                 },
             );
         }
@@ -115,61 +126,48 @@ impl Session {
             self.reply_err(1, &err).await?;
             return Ok(Flow::Continue);
         }
+        // Only an execution without a cursor routes by its text, as a query would: a cursor
+        // keeps its rows on one backend (it pins the session), and long data, fetches and
+        // resets go to the backend that holds them (or, holding nothing, the writer).
+        let plain =
+            cmd == StmtCmd::Execute && crate::protocol::stmt_execute::without_cursor(payload);
+        let route = plain.then(|| stmt.route.clone());
         // A stateless read may share one write to the backend with other sessions' reads.
-        if cmd == StmtCmd::Execute
-            && stmt.reads_only
-            && crate::protocol::stmt_execute::without_cursor(payload)
-            && self.pipelinable(&stmt.rules)
-        {
+        if plain && stmt.reads_only && self.pipelinable(&stmt.rules) {
             let own = crate::session::pipeline::Own::Execute {
                 payload,
                 stmt: &stmt,
             };
             if let crate::session::pipeline::Piped::Done(step) =
-                self.pipelined(own, &stmt.rules, None).await
+                self.pipelined(own, &stmt.rules, route.as_ref()).await
             {
                 return step;
             }
         }
-        if let Err(err) = self.acquire().await {
-            self.release_if_possible();
-            if kind != ResponseKind::None {
-                self.reply_err(1, &err).await?;
-            }
-            return Ok(Flow::Continue);
-        }
-        if cmd.runs() {
-            self.present_identity(stmt.rules.presents).await;
-        }
-        let backend_id = match self.ensure_prepared(&stmt).await {
-            Ok(id) => id,
-            Err(err) => {
-                self.release_if_possible();
-                if kind != ResponseKind::None {
-                    self.reply_err(1, &err).await?;
-                }
-                return Ok(Flow::Continue);
-            }
-        };
-        let packet = match self.backend.as_mut() {
-            Some(b) if cmd.runs() => {
-                // One lookup for the held types and their update (the key is the SQL text).
-                let held = b.stmts.get(&stmt.key);
-                let types = held.as_ref().and_then(|s| s.types.as_deref());
-                let (packet, holds) = cmd.for_backend(payload, backend_id, &stmt, types);
-                if let Some(s) = held {
-                    s.types = holds;
-                }
-                packet
-            }
-            _ => cmd.for_backend(payload, backend_id, &stmt, None).0,
-        };
+        let mut retries = usize::from(
+            route.as_ref().is_some_and(|r| r.read.is_replica_safe()) && self.holds_nothing(),
+        );
         let mut flow = Flow::Continue;
-        if let Some(summary) = self.relay_on_backend(Some(&packet), kind, None).await? {
-            // An execution does what its statement does: locks and pins as for a query
-            // (before, a prepared GET_LOCK() left its lock unseen).
-            let rules = cmd.runs().then_some(&stmt.rules);
-            flow = self.after_statement(&summary, rules).await;
+        loop {
+            // Unless `pipelined` routed it already and then let it run on its own.
+            if let Some(r) = route.as_ref().filter(|_| !self.routed_now()) {
+                self.pending = r.clone();
+            }
+            match self
+                .execute_on_backend(payload, &stmt, cmd, retries > 0)
+                .await?
+            {
+                Executed::Relayed(f) => flow = f,
+                Executed::Failed => {}
+                Executed::ElsewhereAgain => {
+                    // The replica failed before the client saw a byte: once more, elsewhere.
+                    retries -= 1;
+                    self.avoid = Some(self.server);
+                    Stats::incr(&self.ctx.stats.read_retries);
+                    continue;
+                }
+            }
+            break;
         }
         if kind == ResponseKind::None {
             // SEND_LONG_DATA: the data waits on this backend for the EXECUTE.
@@ -183,6 +181,75 @@ impl Session {
             self.flush_response().await?; // see `Session::statement`
         }
         Ok(flow)
+    }
+
+    /// One try at `cmd` on the backend the session acquires: prepared there first if needed,
+    /// re-addressed, relayed. `may_retry`: a replica that fails before the client saw a byte
+    /// (at the acquire, while preparing, or before the answer's first packet) leaves the
+    /// command to run again elsewhere instead of failing it.
+    async fn execute_on_backend(
+        &mut self,
+        payload: &[u8],
+        stmt: &ClientStmt,
+        cmd: StmtCmd,
+        may_retry: bool,
+    ) -> Result<Executed, ClientCloseReason> {
+        let kind = cmd.response();
+        if let Err(err) = self.acquire().await {
+            self.release_if_possible();
+            if may_retry && self.on_replica {
+                return Ok(Executed::ElsewhereAgain);
+            }
+            if kind != ResponseKind::None {
+                self.reply_err(1, &err).await?;
+            }
+            return Ok(Executed::Failed);
+        }
+        if cmd.runs() {
+            self.present_identity(stmt.rules.presents).await;
+        }
+        let backend_id = match self.ensure_prepared(stmt).await {
+            Ok(id) => id,
+            Err(err) => {
+                let lost = self.backend.is_none();
+                self.release_if_possible();
+                if lost && may_retry && self.on_replica {
+                    return Ok(Executed::ElsewhereAgain);
+                }
+                if kind != ResponseKind::None {
+                    self.reply_err(1, &err).await?;
+                }
+                return Ok(Executed::Failed);
+            }
+        };
+        let packet = match self.backend.as_mut() {
+            Some(b) if cmd.runs() => {
+                // One lookup for the held types and their update (the key is the SQL text).
+                let held = b.stmts.get(&stmt.key);
+                let types = held.as_ref().and_then(|s| s.types.as_deref());
+                let (packet, holds) = cmd.for_backend(payload, backend_id, stmt, types);
+                if let Some(s) = held {
+                    s.types = holds;
+                }
+                packet
+            }
+            _ => cmd.for_backend(payload, backend_id, stmt, None).0,
+        };
+        self.retry_read = may_retry && self.on_replica;
+        let relayed = self.relay_on_backend(Some(&packet), kind, None).await;
+        self.retry_read = false;
+        if std::mem::take(&mut self.read_retry_now) {
+            return Ok(Executed::ElsewhereAgain);
+        }
+        Ok(match relayed? {
+            // An execution does what its statement does: locks and pins as for a query
+            // (before, a prepared GET_LOCK() left its lock unseen).
+            Some(summary) => {
+                let rules = cmd.runs().then_some(&stmt.rules);
+                Executed::Relayed(self.after_statement(&summary, rules).await)
+            }
+            None => Executed::Failed,
+        })
     }
 
     /// The backend id of `stmt` on the session's backend, preparing it there first if
