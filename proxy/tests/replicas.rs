@@ -1,7 +1,7 @@
 //! sluice in front of a real dbkit [`Cluster`] (a MariaDB primary and two GTID replicas) with
 //! `servers` and `read_write_split = on`: where statements run (checked by `@@server_id`),
 //! read-your-writes against delayed replicas, replica exclusion, a switchover, no writer,
-//! and split brain; prepared statements in `prepared`.
+//! and split brain; prepared statements in `prepared`, the `sluice:min_gtid` token in `token`.
 //!
 //! Clients and sluice's data path use the application account (`app`), the monitor its own
 //! (`monitor`, SLAVE MONITOR only); the all-privileges account only drives the servers
@@ -10,6 +10,8 @@
 mod common;
 #[path = "replicas/prepared.rs"]
 mod prepared;
+#[path = "replicas/token.rs"]
+mod token;
 use common::{blocking, cluster_with, WAIT};
 
 use std::collections::BTreeSet;
