@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 
 use super::prepared::StmtCmd;
+use super::replay;
 use super::state::Rules;
 use super::{framed, Flow, Session, Step};
 use crate::classify::{classify, KillTarget};
@@ -113,7 +114,7 @@ impl Session {
     ) -> Flow {
         match self.note_statement(summary, rules) {
             Noted::Done(flow) => flow,
-            Noted::Confirm(names, flow) => self.confirmed(summary, rules, &names, flow).await,
+            Noted::Confirm(ask, flow) => self.confirmed(summary, rules, &ask, flow).await,
         }
     }
 
@@ -139,9 +140,11 @@ impl Session {
         // carries them, and must not go back to the pool with them.
         let reread = rules.is_some_and(|r| r.reads_diagnostics) && self.state.warnings_pending;
         self.state.warnings_pending = summary.warnings > 0 || reread;
+        let mut ask = Ask::default();
         if !summary.state_changes.is_empty() {
             backend.state.apply(&summary.state_changes);
             self.state.movable.apply(&summary.state_changes);
+            ask.charsets = replay::reports_charset_pair(&summary.state_changes);
         }
         // The backend is gone after this answer: the server closed it, or it failed.
         let (mut closed, mut flow) = (false, Flow::Continue);
@@ -157,23 +160,57 @@ impl Session {
             // warnings. After an error it asks anyway (a statement that failed, a typo or a
             // killed wait, took no lock, and one believed held would keep the slot for good);
             // `SHOW WARNINGS` then misses the error only if the session kept this backend.
-            if !closed && !applied.confirm.is_empty() && !self.state.warnings_pending {
-                return Noted::Confirm(applied.confirm, flow);
+            if !self.state.warnings_pending {
+                ask.locks = applied.confirm;
             }
+        }
+        if ask.charsets && self.state.warnings_pending {
+            // Asking would replace the warnings the client may read next: the session keeps
+            // this backend, whose character sets sluice cannot describe, instead.
+            ask.charsets = false;
+            self.pin(PinReason::UntrackedState);
+        }
+        if !closed && (ask.charsets || !ask.locks.is_empty()) {
+            return Noted::Confirm(ask, flow);
         }
         Noted::Done(self.finish_statement(summary, rules, closed, flow))
     }
 
-    /// The rest of `note_statement` once the server said which named locks are held.
+    /// The rest of `note_statement` once the server said which named locks are held and
+    /// what character sets the connection has.
     pub(super) async fn confirmed(
         &mut self,
         summary: &ResponseSummary,
         rules: Option<&Rules>,
-        names: &[Box<[u8]>],
+        ask: &Ask,
         flow: Flow,
     ) -> Flow {
-        let closed = !self.confirm_named_locks(names).await;
+        let mut closed = !ask.locks.is_empty() && !self.confirm_named_locks(&ask.locks).await;
+        if ask.charsets && !closed {
+            closed = !self.confirm_charsets().await;
+        }
         self.finish_statement(summary, rules, closed, flow)
+    }
+
+    /// Reads both halves of each character-set pair back (`replay::CHARSET_PAIRS_QUERY`)
+    /// into the session's and the backend's state; a server that will not say pins the
+    /// session. False if the backend failed meanwhile.
+    async fn confirm_charsets(&mut self) -> bool {
+        let Some(b) = self.backend.as_mut() else {
+            return true;
+        };
+        let recorded = match b.query_rows(replay::CHARSET_PAIRS_QUERY).await {
+            Ok(Ok(result)) => result.rows.first().is_some_and(|row| {
+                replay::record_charset_pairs(&mut b.state, row)
+                    && replay::record_charset_pairs(&mut self.state.movable, row)
+            }),
+            Ok(Err(_)) => false,
+            Err(_) => return false,
+        };
+        if !recorded {
+            self.pin(PinReason::UntrackedState);
+        }
+        true
     }
 
     /// Pins nothing predicted, and what the backend goes back as.
@@ -519,8 +556,17 @@ fn has_unexplained_change(changes: &[SessionStateChange], rules: Option<&Rules>)
 /// How far `note_statement` got.
 pub(super) enum Noted {
     Done(Flow),
-    /// The named locks to confirm first (`Session::confirmed`), and the flow so far.
-    Confirm(Vec<Box<[u8]>>, Flow),
+    /// What to ask the server first (`Session::confirmed`), and the flow so far.
+    Confirm(Ask, Flow),
+}
+
+/// What the server is asked after a statement, in one round trip each.
+#[derive(Default)]
+pub(super) struct Ask {
+    /// The named locks the statement may have taken (GET_LOCK() by literal names).
+    locks: Vec<Box<[u8]>>,
+    /// The statement reported one half of a character-set pair (`replay::CHARSET_PAIRS`).
+    charsets: bool,
 }
 
 /// A COM_QUERY packet for sluice's own statements.

@@ -378,11 +378,11 @@ impl Session {
                 continue;
             }
             if let Some(summary) = relayed? {
-                // `after_statement`, with its future only when locks must be confirmed.
+                // `after_statement`, with its future only when the server must be asked first.
                 flow = match self.note_statement(&summary, rules.as_ref()) {
                     commands::Noted::Done(flow) => flow,
-                    commands::Noted::Confirm(names, flow) => {
-                        self.confirmed(&summary, rules.as_ref(), &names, flow).await
+                    commands::Noted::Confirm(ask, flow) => {
+                        self.confirmed(&summary, rules.as_ref(), &ask, flow).await
                     }
                 };
             }

@@ -1,9 +1,50 @@
 //! Bringing a backend to a session's movable state in one round trip: one `SET` for the
 //! session variables that differ, COM_INIT_DB when the schema differs, and COM_SET_OPTION
 //! when the multi-statements option differs.
+//!
+//! Character sets and collations come in pairs (`character_set_connection` with
+//! `collation_connection`, `character_set_server` with `collation_server`): setting one
+//! changes the other, and MariaDB's tracker reports only the one a statement named (`SET
+//! NAMES utf8mb4 COLLATE utf8mb4_unicode_ci` reports no collation). A statement that
+//! reports either half has both read back from the server ([`CHARSET_PAIRS_QUERY`]), so a
+//! replay sets the pair the session really has, the character set first.
 
 use crate::conn::backend::MovableState;
-use crate::protocol::request;
+use crate::protocol::{request, SessionStateChange};
+
+/// The variables that change together, character set first (the order of a replay's SET:
+/// its variables go in name order, and each collation sorts after its character set).
+const CHARSET_PAIRS: [(&[u8], &[u8]); 2] = [
+    (b"character_set_connection", b"collation_connection"),
+    (b"character_set_server", b"collation_server"),
+];
+
+/// Reads both halves of every pair back, in `CHARSET_PAIRS` order.
+pub const CHARSET_PAIRS_QUERY: &[u8] = b"SELECT @@SESSION.character_set_connection, @@SESSION.collation_connection, @@SESSION.character_set_server, @@SESSION.collation_server";
+
+/// Whether `changes` report a variable of a character-set pair: the server has both halves
+/// right, the tracked state perhaps only one.
+pub fn reports_charset_pair(changes: &[SessionStateChange]) -> bool {
+    changes.iter().any(|c| match c {
+        SessionStateChange::SystemVariable { name, .. } => CHARSET_PAIRS
+            .iter()
+            .any(|(cs, coll)| name.eq_ignore_ascii_case(cs) || name.eq_ignore_ascii_case(coll)),
+        _ => false,
+    })
+}
+
+/// Records `CHARSET_PAIRS_QUERY`'s row in `state`; false (nothing recorded) when the row
+/// does not have the four values.
+pub fn record_charset_pairs(state: &mut MovableState, row: &[Option<Vec<u8>>]) -> bool {
+    let names = CHARSET_PAIRS.iter().flat_map(|(cs, coll)| [*cs, *coll]);
+    if row.len() != 4 || row.iter().any(Option::is_none) {
+        return false;
+    }
+    for (name, value) in names.zip(row.iter().flatten()) {
+        state.vars.insert(name.to_vec(), value.clone());
+    }
+    true
+}
 
 /// The commands (COM_QUERY / COM_INIT_DB payloads) that turn `have` into `want`, or an empty
 /// list when they already agree. Variables `have` set that `want` did not are put back to
@@ -112,6 +153,35 @@ mod tests {
         assert_eq!(replay_commands(&have, &want), vec![vec![0x1b, 0, 0]]);
         assert_eq!(replay_commands(&want, &have), vec![vec![0x1b, 1, 0]]);
         assert_eq!(crate::pool::replay_score(&have, &want), 2);
+    }
+
+    #[test]
+    fn a_reported_half_of_a_pair_asks_for_both_and_the_character_set_is_set_first() {
+        let names = SessionStateChange::SystemVariable {
+            name: b"character_set_connection".to_vec(),
+            value: b"utf8mb4".to_vec(),
+        };
+        let other = SessionStateChange::SystemVariable {
+            name: b"time_zone".to_vec(),
+            value: b"+01:00".to_vec(),
+        };
+        assert!(reports_charset_pair(&[other.clone(), names]));
+        assert!(!reports_charset_pair(&[other]));
+        let mut want = state(None, &[("character_set_connection", "utf8mb4")]);
+        let row: Vec<Option<Vec<u8>>> = ["utf8mb4", "utf8mb4_unicode_ci", "latin1", "latin1_bin"]
+            .iter()
+            .map(|v| Some(v.as_bytes().to_vec()))
+            .collect();
+        assert!(record_charset_pairs(&mut want, &row));
+        assert!(!record_charset_pairs(&mut want, &row[..3]));
+        let cmds = replay_commands(&MovableState::default(), &want);
+        assert_eq!(
+            String::from_utf8_lossy(&cmds[0][1..]),
+            "SET @@SESSION.character_set_connection='utf8mb4', \
+             @@SESSION.character_set_server='latin1', \
+             @@SESSION.collation_connection='utf8mb4_unicode_ci', \
+             @@SESSION.collation_server='latin1_bin'"
+        );
     }
 
     #[test]

@@ -165,6 +165,62 @@ async fn session_variables_are_replayed_not_pinned() {
     proxy.shutdown().await;
 }
 
+/// Character sets and collations move in pairs, and the server reports only the half a
+/// statement names: `SET NAMES x COLLATE y` reports no collation, so a replay of what was
+/// reported gave x's default collation (and after `SET NAMES latin1`, an older collation
+/// turned the connection back to utf8mb4). On one backend shared by two sessions every
+/// statement is replayed; each answer must equal the server's own, directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn character_sets_and_collations_replay_as_the_server_set_them() {
+    let steps = [
+        "SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci",
+        "SET collation_connection = 'utf8mb4_bin'",
+        "SET NAMES latin1",
+        "SET CHARACTER SET utf8mb4",
+        "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci'",
+        "SET character_set_connection = latin1",
+        "SET SESSION collation_server = 'utf8mb4_unicode_ci'",
+        "SET SESSION character_set_server = latin1",
+    ];
+    let read = "SELECT @@character_set_connection, @@collation_connection, \
+                @@character_set_client, @@collation_server, COLLATION('x')";
+    let mut direct = direct(None).await;
+    let mut expected = Vec::new();
+    for step in steps {
+        direct.query_drop(step).await.expect(step);
+        let row: (String, String, String, String, String) =
+            direct.query_first(read).await.unwrap().unwrap();
+        expected.push(row);
+    }
+    let proxy = start(config(1)).await;
+    let mut c = connect(&proxy, None).await;
+    let mut other = connect(&proxy, None).await;
+    for (step, want) in steps.iter().zip(&expected) {
+        c.query_drop(*step).await.expect(step);
+        // The other session takes the one backend in between, with a state of its own.
+        other.query_drop("SET time_zone = '+01:00'").await.unwrap();
+        other.query_drop("DO 1").await.unwrap();
+        let got: (String, String, String, String, String) =
+            c.query_first(read).await.unwrap().unwrap();
+        assert_eq!(&got, want, "after {step}");
+        let got: (String, String, String, String, String) =
+            c.exec_first(read, ()).await.unwrap().unwrap();
+        assert_eq!(&got, want, "after {step}, prepared");
+    }
+    assert_eq!(proxy.context().stats.pins_by(PinReason::UntrackedState), 0);
+    assert!(
+        proxy
+            .context()
+            .stats
+            .replays
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 8
+    );
+    c.disconnect().await.unwrap();
+    other.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_variables_pin_and_never_leak() {
     let proxy = start(config(1)).await;

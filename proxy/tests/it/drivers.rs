@@ -285,9 +285,8 @@ async fn transcripts_match(driver: Driver, db: &str) {
     proxy.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pymysql_sees_the_same_results_as_direct() {
-    let driver = Driver {
+fn pymysql() -> Driver {
+    Driver {
         name: "PyMySQL",
         program: "python3",
         script: "pymysql_check.py",
@@ -300,13 +299,16 @@ async fn pymysql_sees_the_same_results_as_direct() {
             "after errors: CONNECTION_ID() is the handshake's id [True, True, 1, True]",
         ],
         allowed_pins: &[PinReason::UserVariable],
-    };
-    transcripts_match(driver, "t_drv_pymysql").await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysqlclient_sees_the_same_results_as_direct() {
-    let driver = Driver {
+async fn pymysql_sees_the_same_results_as_direct() {
+    transcripts_match(pymysql(), "t_drv_pymysql").await;
+}
+
+fn mysqlclient() -> Driver {
+    Driver {
         name: "mysqlclient",
         program: "python3",
         script: "mysqlclient_check.py",
@@ -321,13 +323,16 @@ async fn mysqlclient_sees_the_same_results_as_direct() {
             "multi-statements on: [((1,),), ((2,),)]",
         ],
         allowed_pins: &[PinReason::UserVariable],
-    };
-    transcripts_match(driver, "t_drv_mysqlclient").await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_connector_python_sees_the_same_results_as_direct() {
-    let driver = Driver {
+async fn mysqlclient_sees_the_same_results_as_direct() {
+    transcripts_match(mysqlclient(), "t_drv_mysqlclient").await;
+}
+
+fn connector_python() -> Driver {
+    Driver {
         name: "mysql-connector-python",
         program: "python3",
         script: "connector_check.py",
@@ -341,13 +346,16 @@ async fn mysql_connector_python_sees_the_same_results_as_direct() {
             "after reset: prepared CONNECTION_ID() is the handshake's id [True, 1]",
         ],
         allowed_pins: &[PinReason::UserVariable],
-    };
-    transcripts_match(driver, "t_drv_connector").await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_connector_python_c_extension_sees_the_same_results_as_direct() {
-    let driver = Driver {
+async fn mysql_connector_python_sees_the_same_results_as_direct() {
+    transcripts_match(connector_python(), "t_drv_connector").await;
+}
+
+fn connector_python_c() -> Driver {
+    Driver {
         name: "mysql-connector-python C extension",
         program: "python3",
         script: "connector_cext_check.py",
@@ -362,13 +370,16 @@ async fn mysql_connector_python_c_extension_sees_the_same_results_as_direct() {
             "after reset: prepared CONNECTION_ID() is the handshake's id [True, 1]",
         ],
         allowed_pins: &[PinReason::UserVariable],
-    };
-    transcripts_match(driver, "t_drv_connector_c").await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_mysql2_sees_the_same_results_as_direct() {
-    let driver = Driver {
+async fn mysql_connector_python_c_extension_sees_the_same_results_as_direct() {
+    transcripts_match(connector_python_c(), "t_drv_connector_c").await;
+}
+
+fn node_mysql2() -> Driver {
+    Driver {
         name: "mysql2",
         program: "node",
         script: "node/mysql2_check.js",
@@ -378,13 +389,16 @@ async fn node_mysql2_sees_the_same_results_as_direct() {
             "after reset binary: CONNECTION_ID() is the handshake's id [true,true,\"1\"]",
         ],
         allowed_pins: &[PinReason::UserVariable],
-    };
-    transcripts_match(driver, "t_drv_mysql2").await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn php_pdo_and_mysqli_see_the_same_results_as_direct() {
-    let driver = Driver {
+async fn node_mysql2_sees_the_same_results_as_direct() {
+    transcripts_match(node_mysql2(), "t_drv_mysql2").await;
+}
+
+fn php() -> Driver {
+    Driver {
         name: "PHP PDO + mysqli",
         program: "php",
         script: "php_check.php",
@@ -399,26 +413,125 @@ async fn php_pdo_and_mysqli_see_the_same_results_as_direct() {
             PinReason::FoundRows,
             PinReason::Cursor,
         ],
-    };
-    transcripts_match(driver, "t_drv_php").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn php_pdo_and_mysqli_see_the_same_results_as_direct() {
+    transcripts_match(php(), "t_drv_php").await;
+}
+
+fn connector_j() -> Driver {
+    Driver {
+    name: "MariaDB Connector/J",
+    program: "java",
+    script: "JdbcCheck.java",
+    install: Install::Jdbc,
+    expect: &[
+        "[useServerPrepStmts=true&cachePrepStmts=true] callable: [21] out 42",
+        "[useServerPrepStmts=true&cachePrepStmts=true] CONNECTION_ID() is still the handshake's id: true 1",
+    ],
+    // The 3 MB parameter goes as COM_STMT_SEND_LONG_DATA: pinned until its EXECUTE.
+    allowed_pins: &[PinReason::PreparedStatement],
+}
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_connector_j_sees_the_same_results_as_direct() {
-    let driver = Driver {
-        name: "MariaDB Connector/J",
-        program: "java",
-        script: "JdbcCheck.java",
-        install: Install::Jdbc,
-        expect: &[
-            "[useServerPrepStmts=true&cachePrepStmts=true] callable: [21] out 42",
-            "[useServerPrepStmts=true&cachePrepStmts=true] CONNECTION_ID() is still the handshake's id: true 1",
-        ],
-        // The 3 MB parameter goes as COM_STMT_SEND_LONG_DATA: pinned until its EXECUTE.
-        allowed_pins: &[PinReason::PreparedStatement],
-    };
-    transcripts_match(driver, "t_drv_jdbc").await;
+    transcripts_match(connector_j(), "t_drv_jdbc").await;
 }
+
+/// Every driver against a primary and its replica, directly against the primary and through
+/// sluice with the split on: the same transcripts, while reads (text and prepared) run on
+/// the replica and each session reads its own writes back wherever its reads go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_driver_sees_the_same_results_over_a_primary_and_its_replica() {
+    let drivers = [
+        pymysql(),
+        mysqlclient(),
+        connector_python(),
+        connector_python_c(),
+        node_mysql2(),
+        php(),
+        connector_j(),
+    ];
+    for d in &drivers {
+        if let Err(reason) = ensure_installed(d).await {
+            skip_or_fail(&format!(
+                "{}: the driver cannot be installed: {reason}",
+                d.name
+            ));
+            return;
+        }
+    }
+    let options = dbkit::ClusterOptions {
+        replicas: 1,
+        ..Default::default()
+    };
+    let cluster = tokio::task::spawn_blocking(move || dbkit::Cluster::start(options))
+        .await
+        .expect("start task")
+        .unwrap_or_else(|e| panic!("cluster: {e}"));
+    use dbkit::replication::{
+        APP_PASSWORD as PW, APP_USER as USER, MONITOR_PASSWORD, MONITOR_USER,
+    };
+    let mut cfg = sluice::Config::for_backend(cluster.addr(0).to_string(), USER, PW);
+    cfg.servers = (0..cluster.len())
+        .map(|i| sluice::config::Endpoint::parse(&cluster.addr(i).to_string()))
+        .collect();
+    cfg.monitor_user = Some(MONITOR_USER.into());
+    cfg.monitor_password = Some(sluice::config::Secret::new(MONITOR_PASSWORD.into()));
+    cfg.monitor_interval = std::time::Duration::from_millis(100);
+    cfg.read_write_split = sluice::config::ReadWriteSplit::On;
+    cfg.backend_tls = sluice::config::BackendTlsMode::Disabled;
+    cfg.pool_size = sluice::config::PoolSize::Fixed(4);
+    let proxy = start(cfg).await;
+    let usable = eventually(std::time::Duration::from_secs(30), || {
+        let t = proxy.context().topology();
+        t.topology.writer() == Some(0) && t.topology.usable_replicas().count() == 1
+    })
+    .await;
+    assert!(
+        usable,
+        "writer and replica: {:#?}",
+        proxy.context().topology()
+    );
+    let primary = cluster.addr(0);
+    let through = proxy.local_addr();
+    for d in &drivers {
+        let mut outputs = Vec::new();
+        for addr in [primary, through] {
+            let mut args: Vec<String> = d.leading_args();
+            args.extend([addr.ip().to_string(), addr.port().to_string()]);
+            args.extend([USER.into(), PW.into(), "app".into()]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = try_run(d.program, &args, &clients_dir())
+                .await
+                .unwrap_or_else(|e| panic!("{} via {addr}: {e}", d.name));
+            outputs.push(out);
+        }
+        assert_same(d.name, &outputs, d.expect, &proxy, &ALL_DRIVERS_PINS);
+    }
+    let routed = proxy.context().stats.routed_snapshot();
+    let on = |route: &str| -> u64 {
+        routed
+            .iter()
+            .filter(|((_, r, _), _)| *r == route)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    assert!(on("replica") > 20, "reads ran on the replica: {routed:?}");
+    assert!(on("writer") > 100, "writes ran on the primary: {routed:?}");
+    proxy.shutdown().await;
+}
+
+/// The pins any of the driver checks causes on purpose.
+const ALL_DRIVERS_PINS: [PinReason; 4] = [
+    PinReason::UserVariable,
+    PinReason::FoundRows,
+    PinReason::Cursor,
+    PinReason::PreparedStatement,
+];
 
 /// A row's values in full (mysql_async's `Debug` of a value abbreviates long bytes).
 fn values(row: mysql_async::Row) -> Vec<String> {
