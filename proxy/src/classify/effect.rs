@@ -87,7 +87,9 @@ pub enum Effect {
     XaStart,
     /// GET DIAGNOSTICS, SHOW WARNINGS / ERRORS: read the previous statement's diagnostics.
     Diagnostics,
-    /// Runs SQL sluice cannot see (EXECUTE IMMEDIATE, BEGIN NOT ATOMIC, BINLOG).
+    /// Runs SQL sluice cannot see (EXECUTE IMMEDIATE, BEGIN NOT ATOMIC, BINLOG), or sets a
+    /// variable that lasts for the next statement only (`insert_id`, `rand_seed1/2`, as
+    /// mysqlbinlog's output does), which no replay can move.
     UnknownState,
     /// COMMIT/ROLLBACK ... RELEASE: the server closes the connection afterwards.
     Disconnects,

@@ -257,6 +257,9 @@ fn item_into(
             if name == "sql_log_bin" {
                 e.add(Effect::SqlLogBin);
             }
+            if crate::conn::movable::is_one_shot_variable(name.as_bytes()) {
+                e.add(Effect::UnknownState);
+            }
             let on = |v: &str| matches!(v.to_ascii_lowercase().as_str(), "1" | "on" | "true");
             if name == "autocommit" && on(&value) {
                 e.add(Effect::ImplicitCommit);

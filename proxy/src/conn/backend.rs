@@ -1,7 +1,6 @@
 //! A connection from sluice to the MySQL server: connect, log in, enable session tracking, and
 //! run the small commands the pool itself needs (ping, reset, state replay).
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,8 +13,7 @@ use crate::config::Endpoint;
 use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
 use crate::protocol::{
     auth, request, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake,
-    HandshakeResponse, OkPacket, PrepareOk, ResponseKind, ResponseTracker, SessionStateChange,
-    SslRequest,
+    HandshakeResponse, OkPacket, PrepareOk, ResponseKind, ResponseTracker, SslRequest,
 };
 
 /// Session tracking makes every OK report schema and system-variable changes, which is what
@@ -72,78 +70,7 @@ pub struct PoolKey {
     pub collation: u8,
 }
 
-/// Movable session state as the server last reported it.
-#[derive(Clone, Debug, Default, Eq)]
-pub struct MovableState {
-    /// Current schema; `None` means no database selected.
-    pub schema: Option<Vec<u8>>,
-    /// Session system variables changed from the connection's baseline, by name.
-    pub vars: BTreeMap<Vec<u8>, Vec<u8>>,
-    /// The multi-statements option (COM_SET_OPTION). Its baseline is the
-    /// CLIENT_MULTI_STATEMENTS capability the connection was opened with, which the pool key
-    /// makes the same for a session and every backend it may use.
-    pub multi_statements: bool,
-}
-
-/// Field by field, as derived, but with no variables on either side (the common case)
-/// decided without walking the maps: every checkout compares states twice.
-impl PartialEq for MovableState {
-    fn eq(&self, other: &MovableState) -> bool {
-        self.multi_statements == other.multi_statements
-            && self.schema == other.schema
-            && vars_equal(self, other)
-    }
-}
-
-fn vars_equal(a: &MovableState, b: &MovableState) -> bool {
-    (a.vars.is_empty() && b.vars.is_empty()) || a.vars == b.vars
-}
-
-/// 3: identical; 2: same variables, other schema; 1: replay needs only SETs; 0: needs a reset.
-pub fn replay_score(have: &MovableState, want: &MovableState) -> u8 {
-    let vars_equal = vars_equal(have, want);
-    if vars_equal && have.schema == want.schema && have.multi_statements == want.multi_statements {
-        3
-    } else if vars_equal && (want.schema.is_some() || have.schema.is_none()) {
-        // Includes "only the multi-statements option differs" (one COM_SET_OPTION).
-        2
-    } else if have.vars.keys().all(|k| want.vars.contains_key(k))
-        && (want.schema.is_some() || have.schema.is_none())
-    {
-        1
-    } else {
-        0
-    }
-}
-
-impl MovableState {
-    /// Applies what one OK packet's session-state block reports.
-    pub fn apply(&mut self, changes: &[SessionStateChange]) {
-        for change in changes {
-            match change {
-                SessionStateChange::Schema(s) if s.is_empty() => self.schema = None,
-                SessionStateChange::Schema(s) => self.schema = Some(s.clone()),
-                SessionStateChange::SystemVariable { name, value }
-                    if !is_tracker_variable(name) =>
-                {
-                    self.vars.insert(name.to_ascii_lowercase(), value.clone());
-                }
-                _ => {}
-            }
-        }
-    }
-}
-
-/// Variables sluice itself manages on its backends (the session trackers, the
-/// pseudo_thread_id behind CONNECTION_ID() and the value behind LAST_INSERT_ID()); they are
-/// never replayed as part of a client's state. MariaDB's `last_gtid` (reported after every
-/// write when the binary log is on) is read-only: replaying it fails with error 1238.
-pub fn is_tracker_variable(name: &[u8]) -> bool {
-    (name.len() >= 14 && name[..14].eq_ignore_ascii_case(b"session_track_"))
-        || name.eq_ignore_ascii_case(b"pseudo_thread_id")
-        || name.eq_ignore_ascii_case(b"last_insert_id")
-        || name.eq_ignore_ascii_case(crate::protocol::session_gtid::LAST_GTID)
-}
+pub use super::movable::{is_one_shot_variable, is_tracker_variable, replay_score, MovableState};
 
 /// Why a backend may not simply go back to the idle list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

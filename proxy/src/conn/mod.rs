@@ -11,6 +11,7 @@ pub mod backend;
 pub mod client;
 pub mod identity;
 pub mod latch;
+pub mod movable;
 pub mod password;
 pub mod server_info;
 pub mod stmts;

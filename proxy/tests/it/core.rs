@@ -221,6 +221,49 @@ async fn character_sets_and_collations_replay_as_the_server_set_them() {
     proxy.shutdown().await;
 }
 
+/// `SET insert_id` (as in mysqlbinlog's output) and `SET rand_seed1/2` last for the next
+/// statement only: replayed on every backend the session later runs on, they gave every
+/// INSERT the same id (1062). Such a SET pins the session instead, and is never replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn next_statement_variables_apply_once() {
+    fresh_db("t_insert_id").await;
+    let create = "CREATE TABLE t_insert_id.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)";
+    let script = [
+        "SET insert_id = 100",
+        "INSERT INTO t_insert_id.t (v) VALUES (1)",
+        "INSERT INTO t_insert_id.t (v) VALUES (2)",
+        "SET rand_seed1 = 1, rand_seed2 = 2",
+        "INSERT INTO t_insert_id.t (v) VALUES (FLOOR(RAND() * 1000000))",
+        "INSERT INTO t_insert_id.t (v) VALUES (3)",
+    ];
+    let read = "SELECT GROUP_CONCAT(id, ':', v ORDER BY id) FROM t_insert_id.t WHERE v <> 0";
+    let mut d = direct(None).await;
+    d.query_drop(create).await.unwrap();
+    for sql in script {
+        d.query_drop(sql).await.expect(sql);
+    }
+    let want: String = d.query_first(read).await.unwrap().unwrap();
+    d.query_drop("DROP TABLE t_insert_id.t").await.unwrap();
+    d.query_drop(create).await.unwrap();
+
+    let proxy = start(config(1)).await;
+    let mut c = connect(&proxy, None).await;
+    let mut other = connect(&proxy, None).await;
+    for sql in script {
+        c.query_drop(sql).await.expect(sql);
+        // The other session takes the one backend in between.
+        other.query_drop("SET time_zone = '+01:00'").await.unwrap();
+        other.query_drop("DO 1").await.unwrap();
+    }
+    let got: String = c.query_first(read).await.unwrap().unwrap();
+    assert_eq!(got, want, "ids and values as directly");
+    assert!(got.starts_with("100:1,101:2,"), "{got}");
+    assert!(proxy.context().stats.pins_by(PinReason::UntrackedState) >= 1);
+    c.disconnect().await.unwrap();
+    other.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_variables_pin_and_never_leak() {
     let proxy = start(config(1)).await;
