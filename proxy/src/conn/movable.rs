@@ -81,10 +81,17 @@ pub fn is_tracker_variable(name: &[u8]) -> bool {
         || is_one_shot_variable(name)
 }
 
-/// Variables that last for the next statement only: replayed later, `insert_id` would give
-/// every later INSERT the same id.
+/// Variables that last for the next statement or transaction only: replayed later,
+/// `insert_id` would give every later INSERT the same id, and MariaDB's `gtid_seq_no` or
+/// MySQL's `gtid_next` every later transaction the same GTID (both in mysqlbinlog output).
 pub fn is_one_shot_variable(name: &[u8]) -> bool {
-    [&b"insert_id"[..], b"rand_seed1", b"rand_seed2"]
-        .iter()
-        .any(|v| name.eq_ignore_ascii_case(v))
+    [
+        &b"insert_id"[..],
+        b"rand_seed1",
+        b"rand_seed2",
+        b"gtid_seq_no",
+        b"gtid_next",
+    ]
+    .iter()
+    .any(|v| name.eq_ignore_ascii_case(v))
 }

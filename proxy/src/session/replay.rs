@@ -89,7 +89,12 @@ fn push_assignment(out: &mut Vec<u8>, name: &[u8], value: Option<&Vec<u8>>) {
     out.push(b'=');
     match value {
         None => out.extend_from_slice(b"DEFAULT"),
-        Some(v) if v.eq_ignore_ascii_case(b"NULL") && name.starts_with(b"character_set_") => {
+        // `SET character_set_results = NULL` is reported as an empty value, which SET refuses
+        // (1115 Unknown character set: '').
+        Some(v)
+            if (v.is_empty() || v.eq_ignore_ascii_case(b"NULL"))
+                && name.starts_with(b"character_set_") =>
+        {
             out.extend_from_slice(b"NULL")
         }
         Some(v) => push_value(out, v),
@@ -218,6 +223,7 @@ mod tests {
             &[
                 ("a", "it's"),
                 ("character_set_results", "NULL"),
+                ("character_set_client", ""),
                 ("n", "-1.5"),
                 ("sql_mode", ""),
             ],
@@ -225,8 +231,8 @@ mod tests {
         let cmds = replay_commands(&MovableState::default(), &want);
         assert_eq!(
             String::from_utf8_lossy(&cmds[0][1..]),
-            "SET @@SESSION.a='it''s', @@SESSION.character_set_results=NULL, @@SESSION.n=-1.5, \
-             @@SESSION.sql_mode=''"
+            "SET @@SESSION.a='it''s', @@SESSION.character_set_client=NULL, \
+             @@SESSION.character_set_results=NULL, @@SESSION.n=-1.5, @@SESSION.sql_mode=''"
         );
     }
 }

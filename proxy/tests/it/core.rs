@@ -221,6 +221,127 @@ async fn character_sets_and_collations_replay_as_the_server_set_them() {
     proxy.shutdown().await;
 }
 
+/// Session variables of every shape, each case in a fresh session that shares the one
+/// backend with another session (so every statement is replayed): the answers equal the
+/// server's own, directly. Found this way: `SET character_set_results = NULL` is reported as
+/// an empty value, whose replay failed the session's next statement with 1115.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_variables_of_every_shape_replay_as_the_server_set_them() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["SET NAMES DEFAULT"],
+            "SELECT @@character_set_client, @@collation_connection",
+        ),
+        (
+            &["SET NAMES utf8"],
+            "SELECT @@character_set_client, @@collation_connection",
+        ),
+        (
+            &["SET character_set_results = NULL"],
+            "SELECT @@character_set_results",
+        ),
+        (
+            &["SET sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')"],
+            "SELECT @@sql_mode",
+        ),
+        (
+            &["SET time_zone = '+03:00'", "SET time_zone = DEFAULT"],
+            "SELECT @@time_zone",
+        ),
+        (
+            &[
+                "SET sql_mode = 'NO_BACKSLASH_ESCAPES'",
+                "SET lc_time_names = 'fr_FR'",
+            ],
+            "SELECT @@sql_mode, @@lc_time_names, DATE_FORMAT('2024-03-01', '%M'), 'a\\b'",
+        ),
+        (
+            &["SET foreign_key_checks = 0", "SET unique_checks = 0"],
+            "SELECT @@foreign_key_checks, @@unique_checks",
+        ),
+        (
+            &["SET SESSION TRANSACTION READ ONLY"],
+            "SELECT @@tx_read_only",
+        ),
+        (
+            &["SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"],
+            "SELECT @@tx_isolation",
+        ),
+        (
+            &["SET autocommit = 0", "SET autocommit = 1"],
+            "SELECT @@autocommit",
+        ),
+        (&["USE information_schema"], "SELECT DATABASE()"),
+        (
+            &["SET SESSION group_concat_max_len = 5"],
+            "SELECT GROUP_CONCAT('abcdefgh')",
+        ),
+        (
+            &["SET SESSION sql_select_limit = 1"],
+            "SELECT 1 UNION SELECT 2",
+        ),
+        (
+            &["SET character_set_client = latin1, character_set_connection = latin1"],
+            "SELECT @@character_set_client, @@collation_connection",
+        ),
+        (
+            &[
+                "SET NAMES latin1 COLLATE latin1_general_ci",
+                "SET character_set_connection = utf8mb4",
+            ],
+            "SELECT @@character_set_connection, @@collation_connection",
+        ),
+        (
+            &["SET max_statement_time = 0.5"],
+            "SELECT @@max_statement_time",
+        ),
+        (
+            &["SET @@session.sql_auto_is_null = 1"],
+            "SELECT @@sql_auto_is_null",
+        ),
+        (
+            &["SET SESSION default_storage_engine = MyISAM"],
+            "SELECT @@default_storage_engine",
+        ),
+        (
+            &["SET SESSION lc_messages = 'fr_FR'"],
+            "SELECT @@lc_messages",
+        ),
+        (&["SET timestamp = 1000000000"], "SELECT UNIX_TIMESTAMP()"),
+        (
+            &["SET timestamp = 1000000000", "SET timestamp = DEFAULT"],
+            "SELECT UNIX_TIMESTAMP() > 1500000000",
+        ),
+    ];
+    async fn answer(c: &mut Conn, sql: &str) -> Vec<String> {
+        let row: mysql_async::Row = c.query_first(sql).await.expect(sql).expect("a row");
+        row.unwrap().iter().map(|v| format!("{v:?}")).collect()
+    }
+    let proxy = start(config(1)).await;
+    let mut other = connect(&proxy, None).await;
+    for (setup, check) in cases {
+        let mut d = direct(None).await;
+        for sql in *setup {
+            d.query_drop(*sql).await.expect(sql);
+        }
+        let want = answer(&mut d, check).await;
+        let mut c = connect(&proxy, None).await;
+        for sql in *setup {
+            c.query_drop(*sql).await.expect(sql);
+            other.query_drop("SET time_zone = '+01:00'").await.unwrap();
+            other.query_drop("DO 1").await.unwrap();
+        }
+        assert_eq!(answer(&mut c, check).await, want, "after {setup:?}");
+        c.disconnect().await.unwrap();
+        d.disconnect().await.unwrap();
+    }
+    for r in PinReason::ALL {
+        assert_eq!(proxy.context().stats.pins_by(*r), 0, "pinned for {r}");
+    }
+    other.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
 /// `SET insert_id` (as in mysqlbinlog's output) and `SET rand_seed1/2` last for the next
 /// statement only: replayed on every backend the session later runs on, they gave every
 /// INSERT the same id (1062). Such a SET pins the session instead, and is never replayed.
