@@ -54,6 +54,10 @@ pub struct Classification {
     /// The `CONNECTION_ID()` calls a session may replace with the client's id (empty, and
     /// not allocated, for statements without one).
     pub id_calls: Vec<IdCall>,
+    /// The `ROW_COUNT()` and `FOUND_ROWS()` calls, which read the previous statement's
+    /// outcome (empty, and not allocated, for statements without one).
+    pub row_count_calls: Vec<IdCall>,
+    pub found_rows_calls: Vec<IdCall>,
     /// Whether a replica may run the query (all of its statements): `topology::route`'s input.
     pub read: ReadSafety,
     /// The value of a `/* sluice:min_gtid=<GTID position> */` comment (trimmed, unparsed:
@@ -266,6 +270,10 @@ fn classify_all(sql: &[u8]) -> Classification {
         .map(|v| String::from_utf8_lossy(v).into_owned().into_boxed_str());
     if c.effects.contains(&Effect::ConnectionIdRead) {
         c.id_calls = identity::id_calls(sql);
+    }
+    if c.effects.contains(&Effect::FoundRows) {
+        c.row_count_calls = identity::calls_of(sql, b"row_count");
+        c.found_rows_calls = identity::calls_of(sql, b"found_rows");
     }
     c
 }

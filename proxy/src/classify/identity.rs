@@ -1,5 +1,7 @@
 //! Where `CONNECTION_ID()` is called, so that a session whose backend account may not set
-//! `pseudo_thread_id` can put the client's own id in its place.
+//! `pseudo_thread_id` can put the client's own id in its place; and where `ROW_COUNT()` and
+//! `FOUND_ROWS()` are, so that a session on another backend than its previous statement's
+//! can put that statement's outcome there.
 //!
 //! Only statements that run now are covered: the bodies of CREATE/ALTER (views, routines,
 //! triggers, events, column defaults) are stored and run later by any session, so a call
@@ -63,6 +65,11 @@ struct Frame {
 
 /// The `CONNECTION_ID()` calls of `sql` that the session may replace.
 pub(super) fn id_calls(sql: &[u8]) -> Vec<IdCall> {
+    calls_of(sql, b"connection_id")
+}
+
+/// The calls of the argument-less function `name` in `sql` that the session may replace.
+pub(super) fn calls_of(sql: &[u8], name: &[u8]) -> Vec<IdCall> {
     let tokens: Vec<Token> = Lexer::new(sql).collect();
     let mut out = Vec::new();
     for stmt in tokens.split(|t| t.kind == Tok::Punct(b';')) {
@@ -70,27 +77,27 @@ pub(super) fn id_calls(sql: &[u8]) -> Vec<IdCall> {
             .first()
             .is_some_and(|t| is_kw(sql, t, b"create") || is_kw(sql, t, b"alter"));
         if !stored {
-            statement_calls(sql, stmt, &mut out);
+            statement_calls(sql, stmt, name, &mut out);
         }
     }
     out
 }
 
-fn is_call(sql: &[u8], t: &[Token], i: usize) -> bool {
-    is_kw(sql, &t[i], b"connection_id")
+fn is_call(sql: &[u8], t: &[Token], i: usize, name: &[u8]) -> bool {
+    is_kw(sql, &t[i], name)
         && t.get(i + 1).is_some_and(|x| x.kind == Tok::Punct(b'('))
         && t.get(i + 2).is_some_and(|x| x.kind == Tok::Punct(b')'))
         && !(i > 0 && t[i - 1].kind == Tok::Punct(b'.'))
 }
 
-fn statement_calls(sql: &[u8], t: &[Token], out: &mut Vec<IdCall>) {
+fn statement_calls(sql: &[u8], t: &[Token], name: &[u8], out: &mut Vec<IdCall>) {
     let first = out.len();
     let mut frames = vec![Frame::default()];
     let mut items: Vec<Range<usize>> = Vec::new();
     let mut i = 0;
     while i < t.len() {
         let tok = &t[i];
-        if is_call(sql, t, i) {
+        if is_call(sql, t, i, name) {
             out.push(IdCall {
                 span: tok.start..t[i + 2].end,
                 unnamed_item: None,

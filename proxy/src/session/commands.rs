@@ -51,7 +51,7 @@ impl Session {
                 if let Some(target) = class.kill {
                     return self.kill(target).await;
                 }
-                let rewritten = self.rewritten_sql(sql, &class).map(|q| query_packet(&q));
+                let rewritten = self.rewritten_query(sql, &class).map(|q| query_packet(&q));
                 let packet = rewritten.unwrap_or(packet);
                 self.statement(&packet, ResponseKind::Query, Some(&class))
                     .await
@@ -132,6 +132,7 @@ impl Session {
             return Noted::Done(Flow::Continue);
         };
         backend.statements += 1;
+        self.state.outcome = self.state.outcome.after(summary);
         if summary.last_insert_id != 0 {
             self.state.last_insert_id = summary.last_insert_id;
             backend.last_insert_id = summary.last_insert_id;

@@ -26,10 +26,16 @@ const MAX_ALIAS: usize = 250;
 /// hold one named after their original text.
 pub fn with_client_id(sql: &[u8], calls: &[IdCall], id: u32) -> Vec<u8> {
     let value = format!("IFNULL(CAST({id} AS UNSIGNED), CONNECTION_ID())");
+    with_values(sql, calls.iter().map(|c| (c, value.as_str())))
+}
+
+/// `sql` with each call replaced by its text, and the unnamed select items that hold one
+/// named after their original text (the server names such a column after the item).
+fn with_values<'a>(sql: &[u8], calls: impl Iterator<Item = (&'a IdCall, &'a str)>) -> Vec<u8> {
     // (position, bytes of the original replaced from there, text put there), in order.
     let mut edits: Vec<(usize, usize, Vec<u8>)> = Vec::new();
-    for call in calls {
-        edits.push((call.span.start, call.span.len(), value.clone().into_bytes()));
+    for (call, value) in calls {
+        edits.push((call.span.start, call.span.len(), value.as_bytes().to_vec()));
         if let Some(item) = call.unnamed_item.clone().filter(|r| r.len() <= MAX_ALIAS) {
             let mut alias = b" AS `".to_vec();
             for &b in &sql[item.clone()] {
@@ -44,7 +50,8 @@ pub fn with_client_id(sql: &[u8], calls: &[IdCall], id: u32) -> Vec<u8> {
     }
     // At one position, the replacement of a call comes before the alias of its item.
     edits.sort_by_key(|(at, len, _)| (*at, usize::from(*len == 0)));
-    let mut out = Vec::with_capacity(sql.len() + edits.len() * value.len());
+    let grown: usize = edits.iter().map(|(_, _, t)| t.len()).sum();
+    let mut out = Vec::with_capacity(sql.len() + grown);
     let mut pos = 0;
     for (at, len, text) in edits {
         if at < pos {
@@ -56,6 +63,12 @@ pub fn with_client_id(sql: &[u8], calls: &[IdCall], id: u32) -> Vec<u8> {
     }
     out.extend_from_slice(&sql[pos..]);
     out
+}
+
+/// `ROW_COUNT()` / `FOUND_ROWS()` as the previous statement left them: typed by the server
+/// as the function itself (BIGINT, length 21, NOT NULL).
+fn outcome_value(value: i64, function: &str) -> String {
+    format!("IFNULL(CAST({value} AS SIGNED), {function}())")
 }
 
 impl Session {
@@ -72,6 +85,44 @@ impl Session {
             return None;
         }
         Some(with_client_id(sql, &class.id_calls, self.reg.info.id))
+    }
+
+    /// A query's text as it must run: `rewritten_sql`'s, and, for a session that holds no
+    /// backend (so its previous statement may have run on another), its `ROW_COUNT()` and
+    /// `FOUND_ROWS()` calls replaced by what that statement left, where known. A prepared
+    /// statement keeps its calls: its executions run later, after other statements.
+    pub(super) fn rewritten_query(&self, sql: &[u8], class: &Classification) -> Option<Vec<u8>> {
+        let id = self.rewritten_sql(sql, class);
+        let outcome = self.state.outcome;
+        let row_count = outcome.row_count.map(|v| outcome_value(v, "ROW_COUNT"));
+        let found_rows = outcome
+            .found_rows
+            .and_then(|v| i64::try_from(v).ok())
+            .map(|v| outcome_value(v, "FOUND_ROWS"));
+        if self.backend.is_some()
+            || (class.row_count_calls.is_empty() || row_count.is_none())
+                && (class.found_rows_calls.is_empty() || found_rows.is_none())
+        {
+            return id;
+        }
+        // The id calls were found in the original text: the outcome calls go in the same pass.
+        let id_value = format!(
+            "IFNULL(CAST({} AS UNSIGNED), CONNECTION_ID())",
+            self.reg.info.id
+        );
+        let mut all: Vec<(&IdCall, &str)> = Vec::new();
+        if id.is_some() {
+            all.extend(class.id_calls.iter().map(|c| (c, id_value.as_str())));
+        }
+        for (list, value) in [
+            (&class.row_count_calls, &row_count),
+            (&class.found_rows_calls, &found_rows),
+        ] {
+            if let Some(v) = value.as_deref() {
+                all.extend(list.iter().map(|c| (c, v)));
+            }
+        }
+        Some(with_values(sql, all.into_iter()))
     }
 
     /// Makes the backend show the client's identity where the statement can see it. True
@@ -164,5 +215,27 @@ mod tests {
             format!("SELECT {V}+1 AS `CONNECTION_ID()+1`, 'CONNECTION_ID()'")
         );
         assert_eq!(rewrite("SELECT 1"), "SELECT 1");
+    }
+
+    #[test]
+    fn outcome_calls_become_the_previous_statements_values() {
+        let sql = "SELECT ROW_COUNT(), FOUND_ROWS() AS f WHERE ROW_COUNT() > 0";
+        let c = classify(sql.as_bytes());
+        assert_eq!(c.row_count_calls.len(), 2);
+        let (rc, fr) = (
+            outcome_value(3, "ROW_COUNT"),
+            outcome_value(-1, "FOUND_ROWS"),
+        );
+        let calls = c.row_count_calls.iter().map(|x| (x, rc.as_str()));
+        let all: Vec<_> = calls
+            .chain(c.found_rows_calls.iter().map(|x| (x, fr.as_str())))
+            .collect();
+        assert_eq!(
+            String::from_utf8(with_values(sql.as_bytes(), all.into_iter())).unwrap(),
+            "SELECT IFNULL(CAST(3 AS SIGNED), ROW_COUNT()) AS `ROW_COUNT()`, \
+             IFNULL(CAST(-1 AS SIGNED), FOUND_ROWS()) AS f \
+             WHERE IFNULL(CAST(3 AS SIGNED), ROW_COUNT()) > 0"
+        );
+        assert!(classify(b"SELECT 1").row_count_calls.is_empty());
     }
 }

@@ -280,6 +280,9 @@ pub struct SessionState {
     xa: bool,
     /// What LAST_INSERT_ID() must return for this session.
     pub last_insert_id: u64,
+    /// What ROW_COUNT() and FOUND_ROWS() return after the session's last statement, where
+    /// known (`Outcome::after`).
+    pub outcome: Outcome,
     /// The last statement left warnings: the next one (SHOW WARNINGS, GET DIAGNOSTICS,
     /// @@warning_count) must run on the same backend to see them.
     pub warnings_pending: bool,
@@ -288,6 +291,39 @@ pub struct SessionState {
     /// A fresh session's status on this server (AUTOCOMMIT unless its global autocommit is
     /// off), which a reset returns to.
     fresh_status: StatusFlags,
+}
+
+/// The previous statement's outcome as ROW_COUNT() and FOUND_ROWS() report it; `None`:
+/// not known (nothing ran yet, several results, a prepare), and the call is left to the server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub row_count: Option<i64>,
+    pub found_rows: Option<u64>,
+}
+
+impl Outcome {
+    /// After a statement answered with `summary`: an OK gives its affected rows, a result
+    /// set -1 (and its rows to FOUND_ROWS()), an error -1; FOUND_ROWS() keeps the last
+    /// SELECT's count through statements without a result set, as the server does.
+    pub fn after(self, summary: &crate::protocol::ResponseSummary) -> Outcome {
+        if summary.prepare_ok.is_some() || summary.result_sets > 1 {
+            return Outcome::default();
+        }
+        match (&summary.error, summary.result_sets) {
+            (Some(_), _) => Outcome {
+                row_count: Some(-1),
+                found_rows: None,
+            },
+            (None, 1) => Outcome {
+                row_count: Some(-1),
+                found_rows: Some(summary.rows),
+            },
+            (None, _) => Outcome {
+                row_count: i64::try_from(summary.affected_rows).ok(),
+                found_rows: self.found_rows,
+            },
+        }
+    }
 }
 
 fn bit(reason: PinReason) -> u32 {
@@ -312,6 +348,7 @@ impl SessionState {
             locks: Locks::default(),
             xa: false,
             last_insert_id: 0,
+            outcome: Outcome::default(),
             warnings_pending: false,
             multi_statements_baseline: false,
             fresh_status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
@@ -470,6 +507,7 @@ impl SessionState {
         self.locks = Locks::default();
         self.xa = false;
         self.last_insert_id = 0;
+        self.outcome = Outcome::default();
         self.warnings_pending = false;
     }
 
@@ -497,6 +535,45 @@ impl SessionState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outcome_follows_the_server() {
+        use crate::protocol::ResponseSummary;
+        let ok = |affected| ResponseSummary {
+            affected_rows: affected,
+            ..Default::default()
+        };
+        let select = |rows| ResponseSummary {
+            result_sets: 1,
+            rows,
+            ..Default::default()
+        };
+        let o = Outcome::default().after(&select(4));
+        assert_eq!((o.row_count, o.found_rows), (Some(-1), Some(4)));
+        let o = o.after(&ok(3));
+        assert_eq!(
+            (o.row_count, o.found_rows),
+            (Some(3), Some(4)),
+            "FOUND_ROWS() stays"
+        );
+        let failed = ResponseSummary {
+            error: Some(crate::protocol::ErrPacket::from_code(
+                crate::protocol::codes::BAD_DB,
+                &b"no table"[..],
+            )),
+            ..Default::default()
+        };
+        assert_eq!(o.after(&failed).row_count, Some(-1));
+        let many = ResponseSummary {
+            result_sets: 2,
+            ..Default::default()
+        };
+        assert_eq!(
+            o.after(&many),
+            Outcome::default(),
+            "several results: unknown"
+        );
+    }
     use crate::classify::classify;
 
     fn rules(sql: &str) -> Rules {

@@ -342,6 +342,98 @@ async fn session_variables_of_every_shape_replay_as_the_server_set_them() {
     proxy.shutdown().await;
 }
 
+/// ROW_COUNT() and FOUND_ROWS() read what the session's previous statement left, which ran
+/// on whichever backend was free: before, they read another session's (ROW_COUNT() after an
+/// UPDATE of 3 rows gave 0). Each case in a fresh session that shares the one backend with
+/// another session; the answers and their column types equal the server's own, directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_count_and_found_rows_read_the_sessions_own_previous_statement() {
+    fresh_db("t_outcome").await;
+    let setup = [
+        "CREATE TABLE t_outcome.t (id INT AUTO_INCREMENT PRIMARY KEY, v TINYINT)",
+        "INSERT INTO t_outcome.t (v) VALUES (1), (2), (3), (4)",
+    ];
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["UPDATE t_outcome.t SET v = v + 1 WHERE id <= 3"],
+            "SELECT ROW_COUNT()",
+        ),
+        (
+            &["DELETE FROM t_outcome.t WHERE v > 100"],
+            "SELECT ROW_COUNT(), 1",
+        ),
+        (
+            &["INSERT INTO t_outcome.t (v) VALUES (7), (8)"],
+            "SELECT ROW_COUNT() AS n",
+        ),
+        (
+            &["SELECT * FROM t_outcome.t LIMIT 2"],
+            "SELECT FOUND_ROWS(), ROW_COUNT()",
+        ),
+        (
+            &["SELECT * FROM t_outcome.t", "DO 1"],
+            "SELECT FOUND_ROWS() + 0",
+        ),
+        (
+            &["SET @@session.time_zone = '+02:00'"],
+            "SELECT ROW_COUNT()",
+        ),
+        (
+            &["UPDATE t_outcome.t SET v = v WHERE id = 1"],
+            "SELECT 1 FROM DUAL WHERE ROW_COUNT() = 0",
+        ),
+    ];
+    async fn answer(c: &mut Conn, sql: &str) -> Vec<String> {
+        let mut r = c.query_iter(sql).await.expect(sql);
+        let cols: Vec<String> = r
+            .columns_ref()
+            .iter()
+            .map(|col| {
+                format!(
+                    "{} {:?} {}",
+                    col.name_str(),
+                    col.column_type(),
+                    col.column_length()
+                )
+            })
+            .collect();
+        let rows: Vec<mysql_async::Row> = r.collect().await.expect(sql);
+        let values = rows
+            .into_iter()
+            .flat_map(|row| row.unwrap())
+            .map(|v| format!("{v:?}"));
+        cols.into_iter().chain(values).collect()
+    }
+    let proxy = start(config(1)).await;
+    let mut other = connect(&proxy, None).await;
+    for (steps, check) in cases {
+        let mut d = direct(None).await;
+        d.query_drop("DROP TABLE IF EXISTS t_outcome.t")
+            .await
+            .unwrap();
+        for sql in setup.iter().chain(steps.iter()) {
+            d.query_drop(*sql).await.expect(sql);
+        }
+        let want = answer(&mut d, check).await;
+        d.query_drop("DROP TABLE t_outcome.t").await.unwrap();
+        for sql in setup {
+            d.query_drop(sql).await.unwrap();
+        }
+        let mut c = connect(&proxy, None).await;
+        for sql in *steps {
+            c.query_drop(*sql).await.expect(sql);
+            // The other session's statements run on the one backend in between.
+            other.query_drop("SELECT 1 UNION SELECT 2 UNION SELECT 3 UNION SELECT 4 UNION SELECT 5 UNION SELECT 6").await.unwrap();
+            other.query_drop("SET time_zone = '+01:00'").await.unwrap();
+        }
+        assert_eq!(answer(&mut c, check).await, want, "{check} after {steps:?}");
+        c.disconnect().await.unwrap();
+        d.disconnect().await.unwrap();
+    }
+    other.disconnect().await.unwrap();
+    proxy.shutdown().await;
+}
+
 /// `SET insert_id` (as in mysqlbinlog's output) and `SET rand_seed1/2` last for the next
 /// statement only: replayed on every backend the session later runs on, they gave every
 /// INSERT the same id (1062). Such a SET pins the session instead, and is never replayed.
