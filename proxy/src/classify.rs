@@ -11,8 +11,11 @@
 //! server's session-state tracker is the primary signal for state changes; this backs it up for
 //! state the tracker does not report (GET_LOCK, LOCK TABLES, FOUND_ROWS, ...).
 //!
-//! Known limits: statements inside stored procedures (CALL) are invisible; a string literal
-//! is lexed with backslash escapes even under NO_BACKSLASH_ESCAPES.
+//! String literals are lexed by the session's rule ([`Quoting`]): with backslash escapes, or
+//! without under sql_mode NO_BACKSLASH_ESCAPES.
+//!
+//! Known limits: statements inside stored procedures (CALL) are invisible; a multi-statement
+//! that changes NO_BACKSLASH_ESCAPES is lexed by the rule it started with.
 
 mod builtins;
 mod effect;
@@ -32,6 +35,7 @@ mod tests;
 pub use effect::{Effect, Effects, LockName};
 pub use identity::IdCall;
 use kind::{dml_kind, finish};
+pub use lexer::Quoting;
 use lexer::{is_kw, Lexer, Tok, Token};
 pub use safety::{ReadSafety, WriterOnly};
 
@@ -167,6 +171,8 @@ struct Stmt {
     /// Of `SET STATEMENT ... FOR <statement>`: how many effects the query had when FOR was
     /// reached (the inner statement's own classification replaces what follows).
     for_mark: Option<usize>,
+    /// The query's quoting rule (for text lexed again, `SET STATEMENT ... FOR`'s statement).
+    quoting: Quoting,
 }
 
 /// Reading the first argument of a lock call: the index of its effect, and the literal seen
@@ -184,7 +190,7 @@ const NO_TOKEN: Token = Token {
 };
 
 impl Stmt {
-    fn new() -> Self {
+    fn new(quoting: Quoting) -> Self {
         Stmt {
             prefix: [NO_TOKEN; PREFIX],
             count: 0,
@@ -196,6 +202,7 @@ impl Stmt {
             unsafe_read: None,
             lock_arg: None,
             for_mark: None,
+            quoting,
         }
     }
 
@@ -208,28 +215,33 @@ impl Stmt {
     }
 }
 
-/// Classifies one COM_QUERY text.
+/// Classifies one COM_QUERY text, lexed with backslash escapes (the default sql_mode).
 pub fn classify(sql: &[u8]) -> Classification {
+    classify_in(sql, Quoting::Backslash)
+}
+
+/// Classifies one COM_QUERY text of a session whose string literals follow `quoting`.
+pub fn classify_in(sql: &[u8], quoting: Quoting) -> Classification {
     match fast::classify_plain(sql) {
         Some(c) => c,
-        None => classify_all(sql),
+        None => classify_all(sql, quoting),
     }
 }
 
 /// The full scan alone, so the fuzz target can check the fast path against it.
 #[cfg(fuzzing)]
 pub fn classify_full_scan(sql: &[u8]) -> Classification {
-    classify_all(sql)
+    classify_all(sql, Quoting::Backslash)
 }
 
 /// The full scan: every token of every statement.
-fn classify_all(sql: &[u8]) -> Classification {
+fn classify_all(sql: &[u8], quoting: Quoting) -> Classification {
     let mut c = Classification::default();
-    let mut stmt = Stmt::new();
+    let mut stmt = Stmt::new(quoting);
     let mut statements = 0usize;
     let mut prev: Option<Token> = None;
     let mut read = ReadSafety::default();
-    let mut lexer = Lexer::new(sql);
+    let mut lexer = Lexer::new(sql, quoting);
     for tok in lexer.by_ref() {
         if tok.kind == Tok::Punct(b';') {
             if stmt.count > 0 {
@@ -237,7 +249,7 @@ fn classify_all(sql: &[u8]) -> Classification {
                 read = read::combine(read, read::statement(sql, &stmt, kind), statements == 0);
                 statements += 1;
             }
-            stmt = Stmt::new();
+            stmt = Stmt::new(quoting);
             prev = None;
             continue;
         }
@@ -269,11 +281,11 @@ fn classify_all(sql: &[u8]) -> Classification {
         .min_gtid()
         .map(|v| String::from_utf8_lossy(v).into_owned().into_boxed_str());
     if c.effects.contains(&Effect::ConnectionIdRead) {
-        c.id_calls = identity::id_calls(sql);
+        c.id_calls = identity::id_calls(sql, quoting);
     }
     if c.effects.contains(&Effect::FoundRows) {
-        c.row_count_calls = identity::calls_of(sql, b"row_count");
-        c.found_rows_calls = identity::calls_of(sql, b"found_rows");
+        c.row_count_calls = identity::calls_of(sql, b"row_count", quoting);
+        c.found_rows_calls = identity::calls_of(sql, b"found_rows", quoting);
     }
     c
 }

@@ -5,7 +5,7 @@
 use bytes::BytesMut;
 use proptest::collection::vec;
 use proptest::prelude::*;
-use sluice::classify::classify;
+use sluice::classify::{classify, classify_in, Quoting};
 use sluice::protocol::{
     payload, scan_logical, set_stmt_id, write_packet, AuthMoreData, AuthSwitchRequest,
     Capabilities, ChangeUser, Command, EofPacket, ErrPacket, Handshake, HandshakeResponse,
@@ -397,6 +397,7 @@ proptest! {
     #[test]
     fn classify_never_panics(sql in vec(any::<u8>(), 0..300)) {
         let _ = classify(&sql);
+        let _ = classify_in(&sql, Quoting::QuotesOnly);
     }
 
     /// SQL-looking input reaches deeper into the lexer than random bytes do.
@@ -412,5 +413,6 @@ proptest! {
         let sql = words.join(" ");
         let _ = classify(sql.as_bytes());
         let _ = classify(words.concat().as_bytes());
+        let _ = classify_in(sql.as_bytes(), Quoting::QuotesOnly);
     }
 }

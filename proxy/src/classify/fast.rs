@@ -6,7 +6,7 @@
 //! can only ever agree with it (a unit test checks that on every test statement).
 
 use super::kind::{finish, lower};
-use super::lexer::{is_kw, Lexer};
+use super::lexer::{is_kw, Lexer, Quoting};
 use super::read;
 use super::{needs_all_tokens, Classification, ReadSafety, StatementKind, Stmt, PREFIX};
 
@@ -33,7 +33,8 @@ pub(super) fn classify_plain(sql: &[u8]) -> Option<Classification> {
     if has_calc_found_rows(sql) {
         return None;
     }
-    let mut lexer = Lexer::new(sql);
+    // No quote reaches here, so the quoting rule does not matter.
+    let mut lexer = Lexer::new(sql, Quoting::Backslash);
     let Some(first) = lexer.next() else {
         return Some(Classification::default());
     };
@@ -66,7 +67,7 @@ pub(super) fn classify_plain(sql: &[u8]) -> Option<Classification> {
         return None;
     }
     // Built only here: plain DML above never needs it.
-    let mut stmt = Stmt::new();
+    let mut stmt = Stmt::new(Quoting::Backslash);
     stmt.prefix[0] = first;
     stmt.count = 1;
     for tok in lexer.take(PREFIX - 1) {

@@ -10,7 +10,7 @@
 
 use std::ops::Range;
 
-use super::lexer::{is_kw, Lexer, Tok, Token};
+use super::lexer::{is_kw, Lexer, Quoting, Tok, Token};
 
 /// One `CONNECTION_ID()` call outside strings and comments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,13 +64,13 @@ struct Frame {
 }
 
 /// The `CONNECTION_ID()` calls of `sql` that the session may replace.
-pub(super) fn id_calls(sql: &[u8]) -> Vec<IdCall> {
-    calls_of(sql, b"connection_id")
+pub(super) fn id_calls(sql: &[u8], quoting: Quoting) -> Vec<IdCall> {
+    calls_of(sql, b"connection_id", quoting)
 }
 
 /// The calls of the argument-less function `name` in `sql` that the session may replace.
-pub(super) fn calls_of(sql: &[u8], name: &[u8]) -> Vec<IdCall> {
-    let tokens: Vec<Token> = Lexer::new(sql).collect();
+pub(super) fn calls_of(sql: &[u8], name: &[u8], quoting: Quoting) -> Vec<IdCall> {
+    let tokens: Vec<Token> = Lexer::new(sql, quoting).collect();
     let mut out = Vec::new();
     for stmt in tokens.split(|t| t.kind == Tok::Punct(b';')) {
         let stored = stmt
@@ -209,7 +209,7 @@ mod tests {
 
     /// (call text, alias text) pairs found in `sql`.
     fn found(sql: &str) -> Vec<(String, Option<String>)> {
-        id_calls(sql.as_bytes())
+        id_calls(sql.as_bytes(), Quoting::Backslash)
             .into_iter()
             .map(|c| {
                 (

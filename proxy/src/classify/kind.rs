@@ -46,7 +46,7 @@ pub(super) fn finish(
         b"replace" => K::Replace,
         b"set" => {
             let tokens = stmt.tokens.take().unwrap_or_default();
-            set::finish_set(sql, &tokens, first, stmt.for_mark, c);
+            set::finish_set(sql, &tokens, first, stmt.for_mark, stmt.quoting, c);
             return K::Set;
         }
         b"use" => {

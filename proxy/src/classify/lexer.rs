@@ -37,6 +37,21 @@ pub(crate) struct Lexer<'a> {
     prev: Option<Token>,
     /// The byte range of the first `/* sluice:min_gtid=... */` token's value.
     min_gtid: Option<(usize, usize)>,
+    /// Whether a backslash escapes the next byte of a string literal.
+    backslash_escapes: bool,
+}
+
+/// How string literals are lexed: the server's rule for the session, which its status flags
+/// tell (SERVER_STATUS_NO_BACKSLASH_ESCAPES). `'a\\'` is a whole string under
+/// NO_BACKSLASH_ESCAPES and an unterminated one otherwise, so what follows it is SQL in one
+/// mode and string in the other.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Quoting {
+    /// The default: a backslash escapes the next byte.
+    #[default]
+    Backslash,
+    /// sql_mode NO_BACKSLASH_ESCAPES: only a doubled quote escapes.
+    QuotesOnly,
 }
 
 /// What opens a read-your-writes token comment (after optional spaces): `/* sluice:min_gtid=`.
@@ -59,13 +74,14 @@ fn is_word_byte(b: u8) -> bool {
 }
 
 impl<'a> Lexer<'a> {
-    pub fn new(sql: &'a [u8]) -> Self {
+    pub fn new(sql: &'a [u8], quoting: Quoting) -> Self {
         Lexer {
             sql,
             pos: 0,
             in_exec_comment: false,
             prev: None,
             min_gtid: None,
+            backslash_escapes: quoting == Quoting::Backslash,
         }
     }
 
@@ -102,12 +118,13 @@ impl<'a> Lexer<'a> {
     }
 
     /// Skips a quoted run starting at `pos` (on the opening quote). Backslash escapes apply to
-    /// strings, a doubled quote escapes in all three kinds. An unterminated one runs to the end.
+    /// strings (unless the session's sql_mode has NO_BACKSLASH_ESCAPES), a doubled quote
+    /// escapes in all three kinds. An unterminated one runs to the end.
     fn skip_quoted(&mut self, quote: u8) {
         self.pos += 1;
         while self.pos < self.sql.len() {
             let b = self.sql[self.pos];
-            if b == b'\\' && quote != b'`' {
+            if b == b'\\' && quote != b'`' && self.backslash_escapes {
                 self.pos += 2;
             } else if b == quote {
                 if self.at(self.pos + 1) == quote {

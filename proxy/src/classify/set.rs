@@ -1,8 +1,8 @@
 //! Parsing of SET statements into `SetItem`s, so that session variables can be tracked and
 //! replayed instead of pinning. Anything not understood adds `UnknownSet` (which pins).
 
-use super::lexer::{ident_text, is_kw, Tok, Token};
-use super::{classify, Classification, Effect, Effects, SetItem, StatementKind};
+use super::lexer::{ident_text, is_kw, Quoting, Tok, Token};
+use super::{classify_in, Classification, Effect, Effects, SetItem, StatementKind};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Scope {
@@ -24,13 +24,14 @@ pub(super) fn finish_set(
     tokens: &[Token],
     first: bool,
     for_mark: Option<usize>,
+    quoting: Quoting,
     c: &mut Classification,
 ) {
     if first {
         c.kind = StatementKind::Set;
     }
     let rest = tokens.get(1..).unwrap_or_default();
-    match parse(sql, rest, first, for_mark, c) {
+    match parse(sql, rest, first, for_mark, quoting, c) {
         Parsed::Items(items) => c.set.get_or_insert_with(Vec::new).extend(items),
         Parsed::NoItems => {}
         Parsed::Unknown => c.effects.add(Effect::UnknownSet),
@@ -42,6 +43,7 @@ fn parse(
     t: &[Token],
     first: bool,
     for_mark: Option<usize>,
+    quoting: Quoting,
     c: &mut Classification,
 ) -> Parsed {
     let kw = |i: usize, k: &[u8]| t.get(i).is_some_and(|x| is_kw(sql, x, k));
@@ -55,7 +57,7 @@ fn parse(
         return Parsed::NoItems;
     }
     if kw(0, b"statement") {
-        return set_statement(sql, t, first, for_mark, c);
+        return set_statement(sql, t, first, for_mark, quoting, c);
     }
     if kw(0, b"transaction") {
         return transaction(sql, &t[1..], None, &mut c.effects);
@@ -84,6 +86,7 @@ fn set_statement(
     t: &[Token],
     first: bool,
     for_mark: Option<usize>,
+    quoting: Quoting,
     c: &mut Classification,
 ) -> Parsed {
     let mut depth = 0i32;
@@ -98,7 +101,7 @@ fn set_statement(
     let (Some(p), Some(last)) = (for_pos, t.last()) else {
         return Parsed::Unknown;
     };
-    let inner = classify(&sql[t[p].end..last.end]);
+    let inner = classify_in(&sql[t[p].end..last.end], quoting);
     if first {
         c.kind = inner.kind;
     }

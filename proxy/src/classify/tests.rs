@@ -64,7 +64,7 @@ fn check(sql: &str, kind: StatementKind, effects: &[&str]) -> Classification {
     let c = classify(sql.as_bytes());
     assert_eq!(
         c,
-        classify_all(sql.as_bytes()),
+        classify_all(sql.as_bytes(), Quoting::Backslash),
         "fast path disagrees on {sql:?}"
     );
     let want: Vec<String> = effects.iter().map(|s| s.to_string()).collect();
@@ -344,6 +344,34 @@ fn set_statement_for_takes_the_inner_statement() {
         K::Select,
         &["get_lock(x)", "get_lock(y)", "release_lock(x)", "multi"],
     );
+}
+
+#[test]
+fn string_literals_follow_the_sessions_backslash_rule() {
+    // With escapes `'a\', GET_LOCK('` is one string; under NO_BACKSLASH_ESCAPES `'a\'` ends
+    // at its backslash and the call is SQL.
+    let sql = br"SELECT 'a\', GET_LOCK('x', 0)";
+    let names = |q| effect_names(&classify_in(sql, q));
+    assert!(
+        names(Quoting::Backslash).is_empty(),
+        "{:?}",
+        names(Quoting::Backslash)
+    );
+    assert_eq!(names(Quoting::QuotesOnly), ["get_lock(x)"]);
+    // A statement hidden after such a string in a multi-statement, and the nested statement
+    // of SET STATEMENT ... FOR, lexed by the same rule.
+    let multi = br"SELECT 'a\'; LOCK TABLES t WRITE";
+    assert!(classify_in(multi, Quoting::QuotesOnly).multi_statement);
+    assert!(!classify_in(multi, Quoting::Backslash).multi_statement);
+    let nested = br"SET STATEMENT max_statement_time=1 FOR SELECT 'a\', GET_LOCK('y', 0)";
+    assert_eq!(
+        effect_names(&classify_in(nested, Quoting::QuotesOnly)),
+        ["get_lock(y)"]
+    );
+    // A doubled quote escapes in both.
+    for q in [Quoting::Backslash, Quoting::QuotesOnly] {
+        assert!(effect_names(&classify_in(b"SELECT 'it''s GET_LOCK(1)'", q)).is_empty());
+    }
 }
 
 #[test]

@@ -54,8 +54,9 @@ pub struct ClientHello {
     /// The scramble the login was verified against. COM_CHANGE_USER reuses it, as the
     /// server does: Connector/C answers its first round with this one, not a new one.
     pub scramble: Vec<u8>,
-    /// A new session on the server starts in autocommit mode (its global `autocommit`).
-    pub autocommit: bool,
+    /// The status a new session on the server starts with: whether it is in autocommit mode
+    /// (the global `autocommit`) and has NO_BACKSLASH_ESCAPES (the global `sql_mode`).
+    pub fresh_status: StatusFlags,
 }
 
 /// Why a handshake did not produce a client.
@@ -307,9 +308,9 @@ impl HandshakeContext {
             return Err(HandshakeError::Rejected(RejectReason::ClientCharset));
         }
         Ok(ClientHello {
-            autocommit: server
-                .status
-                .contains(StatusFlags::SERVER_STATUS_AUTOCOMMIT),
+            fresh_status: server.status
+                & (StatusFlags::SERVER_STATUS_AUTOCOMMIT
+                    | StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES),
             scramble: nonce,
             caps,
             collation: response.collation,

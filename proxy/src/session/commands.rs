@@ -11,7 +11,7 @@ use super::prepared::StmtCmd;
 use super::replay;
 use super::state::Rules;
 use super::{framed, Flow, Session, Step};
-use crate::classify::{classify, KillTarget};
+use crate::classify::{classify_in, KillTarget};
 use crate::conn::backend::{BackendConn, BackendTarget, Health, PoolKey};
 use crate::conn::client::Reauth;
 use crate::context::backend_target_for;
@@ -47,7 +47,7 @@ impl Session {
             Command::ProcessKill(id) => self.kill(KillTarget::Connection(u64::from(id))).await,
             Command::SetOption(option) => self.set_option(option).await,
             Command::Query(sql) => {
-                let class = classify(sql);
+                let class = classify_in(sql, self.state.quoting());
                 if let Some(target) = class.kill {
                     return self.kill(target).await;
                 }

@@ -214,7 +214,7 @@ impl Session {
     /// and runs the command loop.
     async fn start(mut self, hello: ClientHello) -> ClientCloseReason {
         self.scramble = hello.scramble;
-        self.state.start_autocommit(hello.autocommit);
+        self.state.start_with(hello.fresh_status);
         if let Some(db) = hello.database {
             if let Err(err) = self.select_database(db).await {
                 send_err(&mut self.client, hello.next_seq, &err).await;

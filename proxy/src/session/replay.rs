@@ -102,19 +102,27 @@ fn push_assignment(out: &mut Vec<u8>, name: &[u8], value: Option<&Vec<u8>>) {
 }
 
 /// Numbers go bare (MySQL rejects quoted values for integer variables); everything else is
-/// a quoted string.
+/// a quoted string. A backslash or NUL means different things with and without the
+/// NO_BACKSLASH_ESCAPES sql_mode, which the replayed SET may itself be changing, so such a
+/// value goes as a hex literal, which reads the same in every mode.
 fn push_value(out: &mut Vec<u8>, v: &[u8]) {
     if is_number(v) {
         out.extend_from_slice(v);
+    } else if v.iter().any(|&b| b == b'\\' || b == 0) {
+        const HEX: &[u8; 16] = b"0123456789ABCDEF";
+        out.extend_from_slice(b"X'");
+        for &b in v {
+            out.push(HEX[usize::from(b >> 4)]);
+            out.push(HEX[usize::from(b & 0x0f)]);
+        }
+        out.push(b'\'');
     } else {
         out.push(b'\'');
         for &b in v {
-            match b {
-                b'\'' => out.extend_from_slice(b"''"),
-                b'\\' => out.extend_from_slice(b"\\\\"),
-                0 => out.extend_from_slice(b"\\0"),
-                _ => out.push(b),
+            if b == b'\'' {
+                out.push(b'\'');
             }
+            out.push(b);
         }
         out.push(b'\'');
     }
@@ -233,6 +241,16 @@ mod tests {
             String::from_utf8_lossy(&cmds[0][1..]),
             "SET @@SESSION.a='it''s', @@SESSION.character_set_client=NULL, \
              @@SESSION.character_set_results=NULL, @@SESSION.n=-1.5, @@SESSION.sql_mode=''"
+        );
+    }
+
+    #[test]
+    fn a_backslash_or_nul_goes_as_hex_whatever_the_sql_mode() {
+        let want = state(None, &[("a", "c:\\t"), ("b", "x\0y")]);
+        let cmds = replay_commands(&MovableState::default(), &want);
+        assert_eq!(
+            String::from_utf8_lossy(&cmds[0][1..]),
+            "SET @@SESSION.a=X'633A5C74', @@SESSION.b=X'780079'"
         );
     }
 }

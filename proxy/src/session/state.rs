@@ -5,7 +5,7 @@
 
 use smallvec::SmallVec;
 
-use crate::classify::{Classification, Effect, LockName};
+use crate::classify::{Classification, Effect, LockName, Quoting};
 use crate::conn::backend::MovableState;
 use crate::protocol::StatusFlags;
 use crate::stats::PinReason;
@@ -355,11 +355,23 @@ impl SessionState {
         }
     }
 
-    /// A server whose global autocommit is off starts sessions without it.
-    pub fn start_autocommit(&mut self, on: bool) {
-        self.fresh_status
-            .set(StatusFlags::SERVER_STATUS_AUTOCOMMIT, on);
-        self.status = self.fresh_status;
+    /// The status a new session starts with: a server whose global autocommit is off, or
+    /// whose global sql_mode has NO_BACKSLASH_ESCAPES, starts sessions so.
+    pub fn start_with(&mut self, fresh: StatusFlags) {
+        self.fresh_status = fresh;
+        self.status = fresh;
+    }
+
+    /// How the session's string literals are lexed: the server says in every reply's status.
+    pub fn quoting(&self) -> Quoting {
+        if self
+            .status
+            .contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES)
+        {
+            Quoting::QuotesOnly
+        } else {
+            Quoting::Backslash
+        }
     }
 
     /// Records the client's CLIENT_MULTI_STATEMENTS capability as the option's baseline.

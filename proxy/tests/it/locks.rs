@@ -539,3 +539,35 @@ async fn unseen_sql_and_release_are_handled_as_the_server_does() {
     }
     proxy.shutdown().await;
 }
+
+/// Under sql_mode NO_BACKSLASH_ESCAPES `'a\'` is a whole string, so the GET_LOCK after it is
+/// SQL the server runs: the session keeps the lock and its backend. (Lexed with escapes, the
+/// call would read as part of a string, and the backend would go back holding the lock.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_after_a_backslash_is_seen_under_no_backslash_escapes() {
+    let db = "t_lk_nbe";
+    let (proxy, mut a) = setup(db).await;
+    let mut h = connect(&proxy, Some(db)).await;
+    let mut o = connect(&proxy, Some(db)).await;
+    let id = h.id();
+    h.query_drop("SET sql_mode = 'NO_BACKSLASH_ESCAPES'")
+        .await
+        .unwrap();
+    let got: (String, u8) = h
+        .query_first(r"SELECT 'a\', GET_LOCK('nbe', 0)")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, (r"a\".to_string(), 1));
+    holds(&mut a, id, "named_lock", "GET_LOCK after 'a\\'").await;
+    assert_eq!(one::<u8>(&mut o, "SELECT GET_LOCK('nbe', 0)").await, 0);
+    assert_eq!(one::<u8>(&mut h, "SELECT RELEASE_LOCK('nbe')").await, 1);
+    released(&mut a, id, "'nbe' released").await;
+
+    // Back in the default mode the backslash escapes again: the call is inside the string,
+    // and nothing pins.
+    h.query_drop("SET sql_mode = DEFAULT").await.unwrap();
+    let got: String = one(&mut h, r"SELECT 'a\', GET_LOCK(''nbe'', 0)'").await;
+    assert_eq!(got, "a', GET_LOCK('nbe', 0)");
+    released(&mut a, id, "no lock in a string").await;
+}

@@ -23,7 +23,7 @@ impl Session {
     /// COM_STMT_PREPARE runs on any backend; the client sees its own statement id.
     pub(in crate::session) async fn prepare(&mut self, packet: &[u8], sql: &[u8]) -> Step {
         Stats::incr(&self.ctx.stats.statements);
-        let class = crate::classify::classify(sql);
+        let class = crate::classify::classify_in(sql, self.state.quoting());
         // With the client's id in its text the statement is this client's own: its
         // backend copy is keyed by that text, so no other client reuses it.
         let rewritten = self.rewritten_sql(sql, &class);
