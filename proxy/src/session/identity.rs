@@ -25,8 +25,13 @@ const MAX_ALIAS: usize = 250;
 /// `sql` with each call replaced by the client's `id`, and the unnamed select items that
 /// hold one named after their original text.
 pub fn with_client_id(sql: &[u8], calls: &[IdCall], id: u32) -> Vec<u8> {
-    let value = format!("IFNULL(CAST({id} AS UNSIGNED), CONNECTION_ID())");
+    let value = client_id_value(id);
     with_values(sql, calls.iter().map(|c| (c, value.as_str())))
+}
+
+/// What a CONNECTION_ID() call becomes: the client's id, typed as the function itself.
+fn client_id_value(id: u32) -> String {
+    format!("IFNULL(CAST({id} AS UNSIGNED), CONNECTION_ID())")
 }
 
 /// `sql` with each call replaced by its text, and the unnamed select items that hold one
@@ -93,23 +98,25 @@ impl Session {
     /// statement keeps its calls: its executions run later, after other statements.
     pub(super) fn rewritten_query(&self, sql: &[u8], class: &Classification) -> Option<Vec<u8>> {
         let id = self.rewritten_sql(sql, class);
+        // Almost every query: no outcome call, nothing to format.
+        if self.backend.is_some()
+            || class.row_count_calls.is_empty() && class.found_rows_calls.is_empty()
+        {
+            return id;
+        }
         let outcome = self.state.outcome;
         let row_count = outcome.row_count.map(|v| outcome_value(v, "ROW_COUNT"));
         let found_rows = outcome
             .found_rows
             .and_then(|v| i64::try_from(v).ok())
             .map(|v| outcome_value(v, "FOUND_ROWS"));
-        if self.backend.is_some()
-            || (class.row_count_calls.is_empty() || row_count.is_none())
-                && (class.found_rows_calls.is_empty() || found_rows.is_none())
+        if (class.row_count_calls.is_empty() || row_count.is_none())
+            && (class.found_rows_calls.is_empty() || found_rows.is_none())
         {
             return id;
         }
         // The id calls were found in the original text: the outcome calls go in the same pass.
-        let id_value = format!(
-            "IFNULL(CAST({} AS UNSIGNED), CONNECTION_ID())",
-            self.reg.info.id
-        );
+        let id_value = client_id_value(self.reg.info.id);
         let mut all: Vec<(&IdCall, &str)> = Vec::new();
         if id.is_some() {
             all.extend(class.id_calls.iter().map(|c| (c, id_value.as_str())));
