@@ -1,7 +1,8 @@
 //! `loadgen overhead` against a real local MariaDB in a very short mode: direct, the bare
 //! tokio relay, HAProxy and the sluice binary at P=4 and P=64 (each with pipelining off, then
-//! on), at 1 and 64 clients, with the syscall counts and (`--cost-counts`) callgrind's
-//! instruction counts. Checks that every
+//! on), at 1 and 64 clients, plus HAProxy busy-polling and sluice P=4 with busy polling off
+//! at 1 client, with the syscall counts and (`--cost-counts`) callgrind's instruction counts
+//! (not for the two busy-polling rows). Checks that every
 //! target produced its rows with sane values, that issue 17's ratios reach the metadata and
 //! the summary, that `loadgen report` redraws the same section from the CSVs, and that
 //! neither a finished run nor Ctrl-C mid-run leaves a relay, counter or server behind.
@@ -132,9 +133,16 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
         ("sluice_serial", "64"),
         ("sluice", "64"),
     ];
-    assert_eq!(rows.len(), targets.len() * 2, "{rows:?}");
+    // At 1 client only.
+    let busy_polling = [("haproxy_busy", ""), ("sluice_sleep", "4")];
+    assert_eq!(
+        rows.len(),
+        targets.len() * 2 + busy_polling.len(),
+        "{rows:?}"
+    );
     for clients in ["1", "64"] {
-        for (target, pool) in targets {
+        let extra = busy_polling.iter().filter(|_| clients == "1");
+        for &(target, pool) in targets.iter().chain(extra) {
             let row = rows
                 .iter()
                 .find(|r| {
@@ -163,11 +171,25 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
                 "CPU per query {cpu} in {row:?}"
             );
             let syscalls = num(row, "syscalls_per_query");
+            // HAProxy busy-polling never sleeps: an epoll_wait with a null timeout after
+            // another while it waits for each reply.
+            let most = if target == "haproxy_busy" {
+                1e6
+            } else {
+                1000.0
+            };
             assert!(
-                (1.0..=1000.0).contains(&syscalls),
+                (1.0..=most).contains(&syscalls),
                 "syscalls per query {syscalls} in {row:?}"
             );
             assert!(num(row, "syscall_window_qps") > 0.0, "{row:?}");
+            if busy_polling.contains(&(target, pool)) {
+                assert!(
+                    row["instructions_per_query"].is_empty(),
+                    "callgrind leaves out the busy-polling rows: {row:?}"
+                );
+                continue;
+            }
             let instructions = num(row, "instructions_per_query");
             assert!(
                 (500.0..=5_000_000.0).contains(&instructions),
@@ -236,7 +258,21 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
             .unwrap_or_else(|| panic!("metadata {key} missing or not a number: {meta:?}"));
         assert!(v > 0.0, "{key} = {v}");
     }
-    assert!(meta.contains_key("overhead_added_p50_ms_sluice_p4_minus_haproxy_1_client"));
+    for key in [
+        "overhead_added_p50_ms_sluice_p4_minus_haproxy_1_client",
+        "overhead_added_p50_ms_sluice_p4_minus_sluice_sleep_p4_1_client",
+        "overhead_added_p50_ms_sluice_p4_minus_haproxy_busy_1_client",
+    ] {
+        assert!(
+            meta.get(key).and_then(|v| v.parse::<f64>().ok()).is_some(),
+            "metadata {key} missing or not a number: {meta:?}"
+        );
+    }
+    assert_eq!(meta["overhead_sluice_sleep_args"], "--backend-busy-poll 0");
+    assert!(
+        meta["overhead_haproxy_busy_config"].contains("; busy-polling; "),
+        "{meta:?}"
+    );
     assert!(
         meta["overhead_haproxy_version"].starts_with("HAProxy version"),
         "{meta:?}"
@@ -254,8 +290,10 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
     for relay in [
         "relay",
         "haproxy",
+        "haproxy_busy",
         "sluice_serial_p4",
         "sluice_p4",
+        "sluice_sleep_p4",
         "sluice_serial_p64",
         "sluice_p64",
     ] {
@@ -272,6 +310,8 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
         "CPU per query at 64 clients, sluice / HAProxy (goal <= 0.80): P=4 ",
         "QPS at 64 clients, sluice / HAProxy (goal >= 1.00): P=4 ",
         "added p50 over direct at 1 client (goal: no worse than HAProxy's",
+        "  busy polling at 1 client: added p50, sluice P=4 polling minus busy polling off: ",
+        "  against HAProxy busy-polling (the same trade, always on): sluice P=4 added p50 minus HAProxy busy-polling's: ",
         "  pipelining: CPU per query at 64 clients, pipelined / serial: P=4 ",
         "Syscalls per query (",
         "Instructions per query (callgrind",

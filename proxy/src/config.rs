@@ -119,6 +119,8 @@ pub struct Config {
     pub pipeline_max_delay: Duration,
     /// The backend server's CPUs, which tell pipelining when the server is saturated.
     pub server_cpus: ServerCpus,
+    /// How long a reply's wait may poll the backend instead of sleeping (`conn::busy_poll`).
+    pub backend_busy_poll: Duration,
     pub max_queue_wait: Option<Duration>,
     pub backend_down_wait: Duration,
     pub connect_timeout: Duration,
@@ -394,6 +396,7 @@ impl Config {
             pipeline_depth: 0,
             pipeline_max_delay: Duration::ZERO,
             server_cpus: ServerCpus::Auto,
+            backend_busy_poll: Duration::ZERO,
             max_queue_wait: None,
             backend_down_wait: Duration::ZERO,
             connect_timeout: Duration::ZERO,

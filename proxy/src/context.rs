@@ -41,6 +41,8 @@ pub struct Context {
     pub limit: crate::pool::limiter::LimitState,
     /// Per backend account: how CONNECTION_ID() shows the client's id (SHOW SERVERS).
     pub identity: Arc<crate::conn::identity::IdentityModes>,
+    /// Commands being handled now, which tells a reply's wait whether to busy-poll.
+    pub busy: crate::conn::busy_poll::Busy,
 }
 
 impl Context {
@@ -89,6 +91,7 @@ impl Context {
             backend_tls,
             limit: Default::default(),
             identity: Default::default(),
+            busy: Default::default(),
         })
     }
 

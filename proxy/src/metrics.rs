@@ -322,7 +322,7 @@ impl Collector for SluiceCollector {
             "Statements received from clients",
             s.statements.load(Relaxed),
         )?;
-        for (name, help, n) in s.pipeline.rows() {
+        for (name, help, n) in s.pipeline.rows().into_iter().chain(s.busy_poll.rows()) {
             counter(&mut e, name, help, n)?;
         }
         counter(

@@ -203,6 +203,7 @@ pub struct Stats {
     /// the client saw a byte.
     pub read_retries: AtomicU64,
     pub pipeline: PipelineStats,
+    pub busy_poll: BusyPollStats,
 }
 
 /// Pipelining's counters (`pool::batches`).
@@ -225,6 +226,26 @@ impl PipelineStats {
             ("pipeline_retries", "Pipelined reads run again on their own: the batch's backend failed before their answer began", v(&self.retries)),
             ("pipeline_interrupts", "Pipelined statements a KILL QUERY ended with 1317 in sluice instead of on the server", v(&self.interrupts)),
             ("pipeline_warnings_dropped", "Pipelined reads whose warnings a later statement of the batch replaced on the backend", v(&self.warnings_dropped)),
+        ]
+    }
+}
+
+/// Busy polling's counters (`conn::busy_poll`), for SHOW STATS and /metrics.
+#[derive(Default)]
+pub struct BusyPollStats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub skipped: AtomicU64,
+}
+
+impl BusyPollStats {
+    /// (name, help, value) of each counter.
+    pub fn rows(&self) -> [(&'static str, &'static str, u64); 3] {
+        let v = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        [
+            ("busy_poll_hits", "Replies whose first bytes came while sluice polled the backend without sleeping", v(&self.hits)),
+            ("busy_poll_misses", "Polls that ran out of backend_busy_poll before the reply came (the wait then slept)", v(&self.misses)),
+            ("busy_poll_skipped", "Lone waits that slept without polling: sleeping had been quicker on that backend connection lately, or one wait in 16 measuring it", v(&self.skipped)),
         ]
     }
 }

@@ -4,7 +4,11 @@
 //! one round (the targets measured one after the other), never across runs. The goal is
 //! judged on sluice as it ships (pipelining on, target `sluice`); the same binary with
 //! pipelining off (`--pipeline-depth 1`, target `sluice_serial`) gives what pipelining saves
-//! ([`pipelining`]).
+//! ([`pipelining`]). Two rows at 1 client only give what sluice's busy polling
+//! (`backend_busy_poll`) does ([`busy_poll`]): sluice with it off (`--backend-busy-poll 0`,
+//! target `sluice_sleep`), what it saves, and HAProxy with its `busy-polling` (target
+//! `haproxy_busy`), the same trade made by the C relay. They are informative and change no
+//! goal.
 
 use crate::measure::level::LevelResult;
 
@@ -86,9 +90,14 @@ pub fn rounds(rows: &[&LevelResult]) -> Vec<usize> {
 
 /// The target of sluice with pipelining off (`--pipeline-depth 1`).
 pub const SERIAL: &str = "sluice_serial";
+/// The target of sluice with busy polling off (`--backend-busy-poll 0`).
+pub const SLEEP: &str = "sluice_sleep";
+/// The target of HAProxy with `busy-polling` (its pollers never sleep).
+pub const HAPROXY_BUSY: &str = "haproxy_busy";
 
-/// A row's relay name: `direct`, `relay`, `haproxy`, `sluice_p4`, `sluice_serial_p4` (an
-/// in-process `proxy` row of an older run: `proxy`).
+/// A row's relay name: `direct`, `relay`, `haproxy`, `haproxy_busy`, `sluice_p4`,
+/// `sluice_serial_p4`, `sluice_sleep_p4` (an in-process `proxy` row of an older run:
+/// `proxy`).
 pub fn key_of(r: &LevelResult) -> String {
     key(&r.target, r.pool_size)
 }
@@ -96,7 +105,7 @@ pub fn key_of(r: &LevelResult) -> String {
 /// The relay name of `target` with sluice's pool size `pool` (see [`key_of`]).
 pub fn key(target: &str, pool: Option<usize>) -> String {
     match (target, pool) {
-        ("sluice" | SERIAL, Some(p)) => format!("{target}_p{p}"),
+        ("sluice" | SERIAL | SLEEP, Some(p)) => format!("{target}_p{p}"),
         (t, _) => t.to_string(),
     }
 }
@@ -121,9 +130,14 @@ pub fn added_p50_ms(rows: &[&LevelResult], r: &LevelResult) -> Option<f64> {
 
 /// sluice's pool sizes present, ascending.
 pub fn sluice_pools(rows: &[&LevelResult]) -> Vec<usize> {
+    pools_of(rows, "sluice")
+}
+
+/// The pool sizes the rows of `target` ran at, ascending.
+fn pools_of(rows: &[&LevelResult], target: &str) -> Vec<usize> {
     let mut v: Vec<usize> = rows
         .iter()
-        .filter(|r| r.target == "sluice")
+        .filter(|r| r.target == target)
         .filter_map(|r| r.pool_size)
         .collect();
     v.sort_unstable();
@@ -222,6 +236,74 @@ pub fn pipelining(rows: &[&LevelResult]) -> Vec<Pipelining> {
     out
 }
 
+/// What a busy-polling line compares, at [`ONE`] client (ms of added p50 over direct).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusyPollKind {
+    /// sluice's added p50 minus its own with busy polling off (`sluice_sleep`): negative
+    /// when polling saves.
+    OverSleeping,
+    /// sluice's added p50 minus HAProxy busy-polling's (`haproxy_busy`): the same trade,
+    /// made always by the C relay.
+    OverHaProxyBusy,
+}
+
+/// One busy-polling difference for one sluice pool size in one round. Informative: issue
+/// 17's goals stay judged against plain HAProxy ([`goals`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BusyPoll {
+    pub kind: BusyPollKind,
+    pub round: usize,
+    pub pool: usize,
+    /// Pipelined sluice's added p50 minus the other relay's, ms.
+    pub value: f64,
+}
+
+impl BusyPoll {
+    /// The metadata key (without a round suffix), named like the latency goal's.
+    pub fn key(&self) -> String {
+        let p = self.pool;
+        let other = match self.kind {
+            BusyPollKind::OverSleeping => format!("{SLEEP}_p{p}"),
+            BusyPollKind::OverHaProxyBusy => HAPROXY_BUSY.to_string(),
+        };
+        format!("overhead_added_p50_ms_sluice_p{p}_minus_{other}_{ONE}_client")
+    }
+}
+
+/// Every busy-polling difference the rows give, round by round, at [`ONE`] client, for each
+/// pool size sluice also ran at with busy polling off (P=4): sluice's added p50 minus its
+/// own with busy polling off, then minus HAProxy busy-polling's (none for runs from before
+/// these rows).
+pub fn busy_poll(rows: &[&LevelResult]) -> Vec<BusyPoll> {
+    let mut out = Vec::new();
+    for round in rounds(rows) {
+        for pool in pools_of(rows, SLEEP) {
+            let added = |key: &str| find(rows, round, key, ONE).and_then(|r| added_p50_ms(rows, r));
+            let Some(on) = added(&format!("sluice_p{pool}")) else {
+                continue;
+            };
+            let others = [
+                (
+                    BusyPollKind::OverSleeping,
+                    added(&format!("{SLEEP}_p{pool}")),
+                ),
+                (BusyPollKind::OverHaProxyBusy, added(HAPROXY_BUSY)),
+            ];
+            for (kind, other) in others {
+                if let Some(other) = other {
+                    out.push(BusyPoll {
+                        kind,
+                        round,
+                        pool,
+                        value: on - other,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The median of `values` (the mean of the middle two for an even count).
 pub fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {
@@ -253,14 +335,16 @@ pub fn median_of(
 }
 
 /// The metadata the goals and the per-target costs give: each goal's median over the rounds
-/// (and each round's value when there are several), then every relay's CPU, syscalls and
-/// instructions per query and its added p50 at 1 client.
+/// (and each round's value when there are several), pipelining's and busy polling's the
+/// same way, then every relay's CPU, syscalls and instructions per query and its added p50
+/// at 1 client.
 pub fn meta(rows: &[&LevelResult]) -> Vec<(String, String)> {
-    // (key, round, value): the goals', then pipelining's.
+    // (key, round, value): the goals', then pipelining's, then busy polling's.
     let judged: Vec<(String, usize, f64)> = goals(rows)
         .iter()
         .map(|g| (g.key(), g.round, g.headline()))
         .chain(pipelining(rows).iter().map(|p| (p.key(), p.round, p.ratio)))
+        .chain(busy_poll(rows).iter().map(|b| (b.key(), b.round, b.value)))
         .collect();
     let several = rounds(rows).len() > 1;
     let mut out = Vec::new();
@@ -323,6 +407,15 @@ pub fn meta(rows: &[&LevelResult]) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every metadata key appears once.
+    fn assert_keys_once(meta: &[(String, String)]) {
+        let mut keys: Vec<&String> = meta.iter().map(|(k, _)| k).collect();
+        let n = keys.len();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), n, "{meta:?}");
+    }
 
     /// Issue 17's table: direct, HAProxy, sluice P=4 and P=64 (QPS; CPU µs per query at 64
     /// clients), with p50s that give HAProxy +0.040 ms and sluice +0.035/+0.055 ms at 1 client.
@@ -497,12 +590,7 @@ mod tests {
             get("overhead_sluice_serial_p64_added_p50_ms_1_client"),
             Some("0.0560")
         );
-        // Every key once.
-        let mut keys: Vec<&String> = meta.iter().map(|(k, _)| k).collect();
-        let n = keys.len();
-        keys.sort();
-        keys.dedup();
-        assert_eq!(keys.len(), n, "{meta:?}");
+        assert_keys_once(&meta);
     }
 
     #[test]
@@ -534,6 +622,149 @@ mod tests {
         assert_eq!(
             get("overhead_cpu_ratio_sluice_p64_over_haproxy_64_clients_round2").len(),
             1
+        );
+    }
+
+    /// [`with_serial`] with the busy-polling rows, at 1 client only: HAProxy busy-polling
+    /// at +0.030 ms over direct (HAProxy +0.040), sluice P=4 with busy polling off at +0.065
+    /// (with it, +0.035).
+    fn with_busy_poll(round: usize) -> Vec<LevelResult> {
+        let mut rows = with_serial(round);
+        let row = |target: &str, pool, qps, p50_ms, cpu| LevelResult {
+            experiment: "overhead".into(),
+            target: target.into(),
+            clients: ONE,
+            pool_size: pool,
+            qps,
+            p50_ms,
+            cpu_us_per_query: Some(cpu),
+            round: Some(round),
+            ..LevelResult::default()
+        };
+        rows.extend([
+            row(HAPROXY_BUSY, None, 12500.0, 0.075, 80.0),
+            row(SLEEP, Some(4), 8000.0, 0.110, 60.0),
+        ]);
+        rows
+    }
+
+    #[test]
+    fn busy_polling_rows_give_their_lines_and_leave_the_goal_to_plain_haproxy() {
+        let rows = with_busy_poll(1);
+        let refs: Vec<&LevelResult> = rows.iter().collect();
+        assert_eq!(key_of(&rows[12]), "haproxy_busy");
+        assert_eq!(key_of(&rows[13]), "sluice_sleep_p4");
+        assert_eq!(key(SLEEP, Some(4)), "sluice_sleep_p4");
+        // Neither is a pipelined sluice nor HAProxy: goals and pipelining as without them.
+        assert_eq!(sluice_pools(&refs), [4, 64]);
+        let plain = issue17(1);
+        let plain_refs: Vec<&LevelResult> = plain.iter().collect();
+        assert_eq!(goals(&refs), goals(&plain_refs));
+        let serial = with_serial(1);
+        let serial_refs: Vec<&LevelResult> = serial.iter().collect();
+        assert_eq!(pipelining(&refs), pipelining(&serial_refs));
+        // At P=4 only (the one pool size with busy polling off): polling saves 0.030 ms,
+        // and sluice is 0.005 ms behind HAProxy busy-polling.
+        let b = busy_poll(&refs);
+        assert_eq!(b.len(), 2, "{b:?}");
+        assert_eq!((b[0].kind, b[0].pool), (BusyPollKind::OverSleeping, 4));
+        assert!((b[0].value + 0.030).abs() < 1e-9, "{b:?}");
+        assert_eq!((b[1].kind, b[1].pool), (BusyPollKind::OverHaProxyBusy, 4));
+        assert!((b[1].value - 0.005).abs() < 1e-9, "{b:?}");
+        assert_eq!(
+            b[0].key(),
+            "overhead_added_p50_ms_sluice_p4_minus_sluice_sleep_p4_1_client"
+        );
+        assert_eq!(
+            b[1].key(),
+            "overhead_added_p50_ms_sluice_p4_minus_haproxy_busy_1_client"
+        );
+        assert!(busy_poll(&serial_refs).is_empty());
+        let meta = meta(&refs);
+        let get = |k: &str| {
+            meta.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get(&b[0].key()), Some("-0.0300"));
+        assert_eq!(get(&b[1].key()), Some("0.0050"));
+        assert_eq!(
+            get("overhead_haproxy_busy_added_p50_ms_1_client"),
+            Some("0.0300")
+        );
+        assert_eq!(
+            get("overhead_sluice_sleep_p4_cpu_us_per_query_1_clients"),
+            Some("60.00")
+        );
+        assert_eq!(
+            get("overhead_haproxy_busy_cpu_us_per_query_64_clients"),
+            None
+        );
+        // The goals' metadata is the same as without the new rows.
+        let goal_keys = |m: &[(String, String)]| -> Vec<(String, String)> {
+            m.iter()
+                .filter(|(k, _)| {
+                    k.contains("_over_haproxy_") || k.ends_with("_minus_haproxy_1_client")
+                })
+                .cloned()
+                .collect()
+        };
+        assert_eq!(goal_keys(&meta), goal_keys(&super::meta(&plain_refs)));
+        assert_keys_once(&meta);
+    }
+
+    #[test]
+    fn busy_pollings_lines_stay_within_a_round_and_need_direct_and_sluice() {
+        let mut rows = with_busy_poll(1);
+        let mut second = with_busy_poll(2);
+        // Round 2: sluice P=4 with busy polling off at +0.045 ms, so polling saves 0.010.
+        second[13].p50_ms = 0.090;
+        rows.extend(second);
+        let refs: Vec<&LevelResult> = rows.iter().collect();
+        let off: Vec<f64> = busy_poll(&refs)
+            .into_iter()
+            .filter(|b| b.kind == BusyPollKind::OverSleeping)
+            .map(|b| b.value)
+            .collect();
+        assert_eq!(off.len(), 2);
+        assert!(
+            (off[0] + 0.030).abs() < 1e-9 && (off[1] + 0.010).abs() < 1e-9,
+            "{off:?}"
+        );
+        let meta = meta(&refs);
+        let get = |k: &str| {
+            meta.iter()
+                .filter(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+        };
+        let key = "overhead_added_p50_ms_sluice_p4_minus_sluice_sleep_p4_1_client";
+        assert_eq!(get(key), ["-0.0200"]);
+        assert_eq!(get(&format!("{key}_round1")), ["-0.0300"]);
+        assert_eq!(get(&format!("{key}_round2")), ["-0.0100"]);
+        // Without direct there is no added p50; without pipelined sluice nothing to compare.
+        let no_direct: Vec<&LevelResult> = refs
+            .iter()
+            .copied()
+            .filter(|r| r.target != "direct")
+            .collect();
+        assert!(busy_poll(&no_direct).is_empty());
+        let no_sluice: Vec<&LevelResult> = refs
+            .iter()
+            .copied()
+            .filter(|r| r.target != "sluice")
+            .collect();
+        assert!(busy_poll(&no_sluice).is_empty());
+        // Without HAProxy busy-polling, the line against sluice with busy polling off alone.
+        let no_busy: Vec<&LevelResult> = refs
+            .iter()
+            .copied()
+            .filter(|r| r.target != HAPROXY_BUSY)
+            .collect();
+        let b = busy_poll(&no_busy);
+        assert!(
+            b.len() == 2 && b.iter().all(|b| b.kind == BusyPollKind::OverSleeping),
+            "{b:?}"
         );
     }
 

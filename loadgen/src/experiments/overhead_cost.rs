@@ -80,11 +80,15 @@ impl Tools {
             Ok(bin) => {
                 r.meta("overhead_haproxy_bin", bin.display());
                 r.meta("overhead_haproxy_version", haproxy::version(bin));
-                let cfg = haproxy::config("127.0.0.1:<free port>", "<server host:port>");
-                r.meta(
-                    "overhead_haproxy_config",
-                    cfg.lines().map(str::trim).collect::<Vec<_>>().join("; "),
-                );
+                let cfg = |busy| {
+                    haproxy::config("127.0.0.1:<free port>", "<server host:port>", busy)
+                        .lines()
+                        .map(str::trim)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                };
+                r.meta("overhead_haproxy_config", cfg(false));
+                r.meta("overhead_haproxy_busy_config", cfg(true));
             }
             Err(why) => r
                 .notes
@@ -101,6 +105,7 @@ impl Tools {
             Ok(bin) => {
                 r.meta("overhead_sluice_bin", bin.display());
                 r.meta("overhead_sluice_serial_args", Relay::SERIAL_ARGS.join(" "));
+                r.meta("overhead_sluice_sleep_args", Relay::SLEEP_ARGS.join(" "));
                 if bin.components().any(|c| c.as_os_str() == "debug") {
                     r.notes.push(format!(
                         "overhead: WARNING: {} looks like a debug build; its numbers are not sluice's",
@@ -188,7 +193,8 @@ pub fn plan(s: &Settings, relay_levels: usize) -> Plan {
                 .iter()
                 .map(|&c| per_clients(c as u64))
                 .sum::<Duration>();
-        fixed += per_relay * Relay::ALL.len() as u32;
+        let counted = Relay::ALL.iter().filter(|r| r.counts_instructions());
+        fixed += per_relay * counted.count() as u32;
     }
     Plan::fixed(fixed)
 }
@@ -273,7 +279,10 @@ pub async fn syscall_window(
 }
 
 /// `--cost-counts`: each relay under callgrind, at each client count: instructions for
-/// `cost_queries` queries, less the idle rate, per query. Written to round 1's rows.
+/// `cost_queries` queries, less the idle rate, per query. Written to round 1's rows. The
+/// busy-polling rows (HAProxy busy-polling, sluice with busy polling off) are not counted:
+/// a polling process's count measures how long it waited, and one that never sleeps has no
+/// idle rate to subtract ([`Relay::counts_instructions`]); their counterparts' are.
 pub async fn instructions(run: &mut Run<'_>, tools: &Tools) -> Result<()> {
     let version = match callgrind::available() {
         Ok(v) => v,
@@ -289,7 +298,7 @@ pub async fn instructions(run: &mut Run<'_>, tools: &Tools) -> Result<()> {
         .meta("overhead_callgrind_queries", run.s.cost_queries);
     let backend = run.backend_addr()?;
     for relay in Relay::ALL {
-        if tools.bins.missing(relay).is_some() {
+        if tools.bins.missing(relay).is_some() || !relay.counts_instructions() {
             continue;
         }
         let dir = tools.dir.path().join(format!("callgrind-{}", relay.key()));

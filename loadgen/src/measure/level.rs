@@ -50,8 +50,8 @@ pub enum Target {
     Pool,
     /// sluice (in-process or at `--proxy-url`), its backend over TCP.
     Proxy,
-    /// A relay process of the overhead experiment (`relay`, `haproxy`, `sluice`,
-    /// `sluice_serial`).
+    /// A relay process of the overhead experiment (`relay`, `haproxy`, `haproxy_busy`,
+    /// `sluice`, `sluice_serial`, `sluice_sleep`).
     Process(&'static str),
     /// Experiment S: directly or through sluice, as SQL text or as prepared statements,
     /// with or without per-client session state.

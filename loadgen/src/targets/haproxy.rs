@@ -4,6 +4,11 @@
 //! only, no log lines (so nothing goes to syslog), no health checks, and timeouts far longer
 //! than any level, so HAProxy does nothing but copy bytes. It is started and torn down as a
 //! [`super::process::RelayProcess`], like the other relays.
+//!
+//! The same config with `busy-polling` in `global` is the busy-polling row
+//! ([`super::relays::Relay::HaProxyBusy`]): HAProxy's pollers then always use a null timeout,
+//! so it never sleeps between events, the trade sluice's `backend_busy_poll` makes only
+//! while it waits for a reply.
 
 use std::path::{Path, PathBuf};
 
@@ -47,13 +52,20 @@ pub fn version(bin: &Path) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The config: relays `listen` to `backend` (both `host:port`), TCP mode, one thread.
-pub fn config(listen: &str, backend: &str) -> String {
+/// The config: relays `listen` to `backend` (both `host:port`), TCP mode, one thread; with
+/// `busy_polling`, the global `busy-polling` keyword too (the pollers never sleep).
+pub fn config(listen: &str, backend: &str, busy_polling: bool) -> String {
+    let busy = if busy_polling {
+        "    busy-polling\n"
+    } else {
+        ""
+    };
     format!(
         "# Written by loadgen overhead: HAProxy as a plain TCP relay (issue 17's C anchor).\n\
          global\n\
          \x20   nbthread 1\n\
          \x20   maxconn {MAXCONN}\n\
+         {busy}\
          defaults\n\
          \x20   mode tcp\n\
          \x20   timeout connect 10s\n\
@@ -78,7 +90,7 @@ mod tests {
 
     #[test]
     fn the_config_is_a_one_thread_tcp_relay_on_loopback_without_logging() {
-        let cfg = config("127.0.0.1:41000", "127.0.0.1:3306");
+        let cfg = config("127.0.0.1:41000", "127.0.0.1:3306", false);
         let lines: Vec<&str> = cfg.lines().map(str::trim).collect();
         for want in [
             "global",
@@ -95,6 +107,24 @@ mod tests {
         assert!(!cfg.contains("log "), "{cfg}");
         assert!(!cfg.contains(" check"), "{cfg}");
         assert!(!cfg.contains("http"), "{cfg}");
+        assert!(!cfg.contains("busy-polling"), "{cfg}");
+    }
+
+    #[test]
+    fn the_busy_polling_config_adds_one_global_keyword() {
+        let plain = config("127.0.0.1:41000", "127.0.0.1:3306", false);
+        let busy = config("127.0.0.1:41000", "127.0.0.1:3306", true);
+        let lines: Vec<&str> = busy.lines().collect();
+        let global = lines.iter().position(|l| *l == "global").unwrap();
+        let defaults = lines.iter().position(|l| *l == "defaults").unwrap();
+        let at = lines.iter().position(|l| *l == "    busy-polling").unwrap();
+        assert!(global < at && at < defaults, "{busy}");
+        // Nothing else differs.
+        let without: Vec<&str> = lines
+            .into_iter()
+            .filter(|l| *l != "    busy-polling")
+            .collect();
+        assert_eq!(without, plain.lines().collect::<Vec<_>>());
     }
 
     #[test]

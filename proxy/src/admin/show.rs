@@ -405,7 +405,7 @@ pub fn stats(ctx: &Context, started: Instant) -> Table {
     counter("replays".into(), s.replays.load(Relaxed));
     counter("bytes_to_clients".into(), s.bytes_to_clients.load(Relaxed));
     counter("ryw_fallbacks".into(), s.ryw_fallbacks.load(Relaxed));
-    for (name, _, n) in s.pipeline.rows() {
+    for (name, _, n) in s.pipeline.rows().into_iter().chain(s.busy_poll.rows()) {
         counter(name.into(), n);
     }
     // Where statements went, with several servers or the split on (server.route.why).

@@ -151,6 +151,8 @@ settings! {
         "A read that would find an execution slot free runs at once on a backend of its own, beside the others; it joins a batch instead only while pipeline_depth x the server time of one statement stays below this, so that pipelining never holds a statement back by much more than this to save its send. One statement's server time is the pool's mean statement time, divided by how many statements share each server CPU when sluice runs more of them than the server has CPUs (`server_cpus`). Reads that would queue for a slot join whatever this says. 0: pipeline only reads that would queue.";
     server_cpus, "SLUICE_SERVER_CPUS", "--server-cpus", "auto", "CPUs", true,
         "How many CPUs the backend server runs statements on. With more statements running than that, each waits for a CPU inside the server anyway, so pipelining batches short reads even with an execution slot free (see pipeline_max_delay): the same work with fewer sends and server wake-ups. `auto`: the server's @@thread_pool_size (MariaDB's, and Percona Server's thread pool), which defaults to its CPU count (the ones it may run on), read with max_connections; MySQL Community does not say, so there `auto` means unknown, and reads with a slot free batch only when the mean statement time alone is short. SHOW POOLS shows the value in force.";
+    backend_busy_poll, "SLUICE_BACKEND_BUSY_POLL", "--backend-busy-poll", "100us", "duration", true,
+        "How long sluice may wait for a reply's first bytes by polling the backend's socket instead of sleeping, when that statement is the only command it is handling. On a virtual machine, a CPU left idle while the process sleeps is halted, and waking it when the reply lands takes tens of microseconds; polling keeps it awake (the trade HAProxy's busy-polling makes always, here only for this wait). Each backend connection measures how long its replies take when polled and when slept for (every 16th wait goes the other way) and polls only while that has been the quicker, so a slow or distant server, or a host where the polling CPU slows the server's down, soon gets sleeping waits again. It costs at most this much CPU per statement. SHOW STATS counts busy_poll_hits, busy_poll_misses and busy_poll_skipped. 0: always sleep.";
     pin_wait, "SLUICE_PIN_WAIT", "--pin-wait", "2s", "duration", true,
         "A statement that would pin its session to a backend (CREATE TEMPORARY TABLE, SET @var, GET_LOCK, PREPARE, LOCK TABLES, ...) while max_backend_connections - pool_size sessions are pinned already waits this long for one of them to end, then gets error 9005 (HY000) naming the cap and the pinned sessions by reason. The statement does not run, so nothing is lost; the session stays usable and unpinned. 0: refuse at once.";
     backend_down_wait, "SLUICE_BACKEND_DOWN_WAIT", "--backend-down-wait", "10s", "duration", true,
@@ -267,6 +269,7 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
         }
         "pipeline_depth" => cfg.pipeline_depth = parse_u32(raw)?,
         "pipeline_max_delay" => cfg.pipeline_max_delay = parse_duration(raw)?,
+        "backend_busy_poll" => cfg.backend_busy_poll = parse_duration(raw)?,
         "server_cpus" => cfg.server_cpus = raw.parse()?,
         "pin_wait" => cfg.pin_wait = parse_duration(raw)?,
         "backend_down_wait" => cfg.backend_down_wait = parse_duration(raw)?,
@@ -353,6 +356,7 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "max_queue_wait" => cfg.max_queue_wait.and_then(d),
         "pipeline_depth" => n(cfg.pipeline_depth),
         "pipeline_max_delay" => d(cfg.pipeline_max_delay),
+        "backend_busy_poll" => d(cfg.backend_busy_poll),
         "server_cpus" => cfg.server_cpus.fixed().map_or_else(|| s("auto".into()), n),
         "pin_wait" => d(cfg.pin_wait),
         "backend_down_wait" => d(cfg.backend_down_wait),

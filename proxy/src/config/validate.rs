@@ -184,6 +184,12 @@ impl Config {
                 self.pipeline_depth
             ));
         }
+        if self.backend_busy_poll > Duration::from_millis(10) {
+            e.push(format!(
+                "backend_busy_poll is {:?}, which would keep a CPU busy that long per statement; set at most 10ms (100us is usually enough), or 0 to never poll",
+                self.backend_busy_poll
+            ));
+        }
         if self.max_client_connections == 0 {
             e.push("max_client_connections is 0; set it to at least 1".into());
         }

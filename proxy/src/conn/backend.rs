@@ -127,6 +127,8 @@ pub struct BackendParts {
     pub server: super::server_info::ServerInfo,
     /// Prepared statements held on this connection (shared by every client it serves).
     pub stmts: BackendStmts,
+    /// Whether waits for this connection's replies busy-poll (`busy_poll`).
+    pub polls: super::busy_poll::History,
 }
 
 /// Capabilities sluice always asks a backend for, on top of the client's shaping ones.
@@ -207,6 +209,7 @@ impl BackendConn {
             last_insert_id: 0,
             server: super::server_info::ServerInfo::from_handshake(&hs),
             stmts: BackendStmts::default(),
+            polls: Default::default(),
         }));
         conn.login(&hs, seq, target).await?;
         // The account's first login also finds out whether it may set pseudo_thread_id, in

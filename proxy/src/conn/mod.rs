@@ -3,11 +3,13 @@
 //! the per-address login backoff (`auth_failures`), the server's latest greeting
 //! (`server_info`), what each backend account may do about CONNECTION_ID() (`identity`) and
 //! the one password check of every login (`password`), and the cheap re-poll of the
-//! cancellations a session waits on beside its sockets (`latch`).
+//! cancellations a session waits on beside its sockets (`latch`), and when a wait for a
+//! backend's reply polls instead of sleeping (`busy_poll`).
 //! No pool policy lives here.
 
 pub mod auth_failures;
 pub mod backend;
+pub mod busy_poll;
 pub mod client;
 pub mod identity;
 pub mod latch;

@@ -292,6 +292,25 @@ impl PacketStream {
         Ok(n > 0)
     }
 
+    /// `fill`, but without sleeping: polls the socket, and between polls lets every other
+    /// task run (and the runtime poll its sockets without blocking), while `keep_polling`
+    /// says so. `None`: it stopped with nothing read. The policy is `busy_poll`'s.
+    pub async fn fill_polling(
+        &mut self,
+        mut keep_polling: impl FnMut() -> bool,
+    ) -> Result<Option<bool>, Error> {
+        loop {
+            // Dropping a pending read loses nothing: tokio's socket reads are cancel-safe.
+            if let Poll::Ready(r) = futures_util::poll!(std::pin::pin!(self.fill())) {
+                return r.map(Some);
+            }
+            if !keep_polling() {
+                return Ok(None);
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// The raw bytes (headers included) of the buffered packet `span`.
     pub fn raw(&self, span: &LogicalSpan) -> &[u8] {
         &self.rbuf[..span.raw_len]

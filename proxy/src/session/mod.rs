@@ -25,6 +25,7 @@ use tokio::net::TcpStream;
 use crate::classify::Classification;
 use crate::config::{Config, UserConfig};
 use crate::conn::backend::{BackendTarget, Health, PoolKey};
+use crate::conn::busy_poll::BusyPoll;
 use crate::conn::client::{send_err, ClientHello, HandshakeError};
 use crate::conn::latch::Latched;
 use crate::conn::{self, PacketStream};
@@ -235,6 +236,7 @@ impl Session {
         // polled again only once one of them has woken the session (shutdown first).
         let shutdown = self.ctx.shutdown.child_token().cancelled_owned();
         let killed = self.reg.info.kill.clone().cancelled_owned();
+        let ctx = Arc::clone(&self.ctx);
         let mut stop = Latched::new(async move {
             tokio::select! {
                 biased;
@@ -278,6 +280,7 @@ impl Session {
             // The one config lock of this command: everything it does reads `self.config`.
             self.config = self.ctx.config();
             let packet = self.client.take(&span);
+            let _busy = ctx.busy.enter();
             match self.dispatch(packet, span).await {
                 Ok(Flow::Continue) => {}
                 Ok(Flow::Quit) => return ClientCloseReason::Quit,
@@ -415,6 +418,11 @@ impl Session {
             client_write_timeout: self.config.client_write_timeout,
             rewrite_stmt_id,
             interrupt: info.as_deref().map(|i| &i.interrupt),
+            busy_poll: BusyPoll {
+                budget: self.config.backend_busy_poll,
+                busy: &self.ctx.busy,
+                stats: &self.ctx.stats.busy_poll,
+            },
         };
         let Some(backend) = self.backend.as_mut() else {
             return Ok(None);

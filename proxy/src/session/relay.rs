@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 use crate::conn::stream::FLUSH_THRESHOLD;
+use crate::conn::busy_poll::BusyPoll;
 use crate::conn::{BackendConn, Error, PacketStream};
 use crate::protocol::frame::HEADER_LEN;
 use crate::protocol::{
@@ -36,6 +37,8 @@ pub struct RelayOptions<'a> {
     /// A pipelined statement (`session::pipeline`) that a KILL QUERY may interrupt here
     /// instead of on the server, where the backend may be running another session's.
     pub interrupt: Option<&'a Interrupt>,
+    /// How the wait for the answer's first bytes may busy-poll (`conn::busy_poll`).
+    pub busy_poll: BusyPoll<'a>,
 }
 
 pub async fn relay(
@@ -90,6 +93,7 @@ pub async fn relay_command(
     let mut next_seq = 1u8;
     let mut scratch = BytesMut::new();
     let mut run = 0usize;
+    let mut first_wait = true;
     loop {
         if opts.interrupt.is_some_and(Interrupt::is_set) {
             backend.stream.forward(run, client);
@@ -136,6 +140,10 @@ pub async fn relay_command(
                         .map_err(RelayError::Client)?;
                 }
                 let filled = match opts.interrupt {
+                    None if std::mem::take(&mut first_wait) => {
+                        let b = &mut **backend;
+                        opts.busy_poll.fill(&mut b.stream, &mut b.polls).await
+                    }
                     None => backend.stream.fill().await,
                     Some(i) => {
                         tokio::select! {

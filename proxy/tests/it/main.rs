@@ -10,6 +10,7 @@ mod auth_backoff;
 mod autosize;
 mod backend_tls;
 mod bad_input;
+mod busy_poll;
 mod clients;
 mod connector_c;
 mod connector_c_suite;

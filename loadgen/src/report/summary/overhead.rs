@@ -3,14 +3,15 @@
 //! costs (syscalls and instructions per query) of every relay. Everything is computed from
 //! the rows ([`crate::analysis::relay_cost`]) and `overhead_syscalls.csv`, so `loadgen report`
 //! redraws it; older folders (an in-process sluice, no HAProxy) keep their table and lines,
-//! and those without serial sluice rows (`sluice_serial`, pipelining off) their layout.
+//! and those without serial sluice rows (`sluice_serial`, pipelining off) or busy-polling
+//! rows (`haproxy_busy`, `sluice_sleep`: at 1 client, next to the latency goal) their layout.
 
 use std::fmt::Write as _;
 
 use super::table::table;
 use crate::analysis::relay_cost::{
-    self, added_p50_ms, goals, key_of, pipelining, round_of, rounds, Goal, GoalKind, Pipelining,
-    MANY, ONE, SERIAL,
+    self, added_p50_ms, busy_poll, goals, key_of, pipelining, round_of, rounds, BusyPoll,
+    BusyPollKind, Goal, GoalKind, Pipelining, HAPROXY_BUSY, MANY, ONE, SERIAL, SLEEP,
 };
 use crate::measure::level::LevelResult;
 use crate::report::results::Report;
@@ -49,13 +50,24 @@ pub fn overhead(out: &mut String, rep: &Report) {
         return;
     }
     let several = rounds(&ov).len() > 1;
-    let serial = match ov.iter().any(|r| r.target == SERIAL) {
-        true => " (sluice_serial: pipelining off, --pipeline-depth 1)",
-        false => "",
+    let has = |target: &str| ov.iter().any(|r| r.target == target);
+    let mut what = Vec::new();
+    if has(SERIAL) {
+        what.push("sluice_serial: pipelining off, --pipeline-depth 1");
+    }
+    if has(HAPROXY_BUSY) || has(SLEEP) {
+        what.push(
+            "haproxy_busy: HAProxy with busy-polling, sluice_sleep: busy polling off, \
+             --backend-busy-poll 0, both at 1 client only",
+        );
+    }
+    let what = match what.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", what.join("; ")),
     };
     let _ = writeln!(
         out,
-        "\nOverhead: SELECT 1 direct, through the bare tokio relay, HAProxy (mode tcp, 1 thread) and the sluice binary{serial}"
+        "\nOverhead: SELECT 1 direct, through the bare tokio relay, HAProxy (mode tcp, 1 thread) and the sluice binary{what}"
     );
     let _ = writeln!(
         out,
@@ -67,7 +79,7 @@ pub fn overhead(out: &mut String, rep: &Report) {
         false => key_of(r),
     });
     costs(out, rep, &ov, several);
-    goal_lines(out, &goals(&ov), several);
+    goal_lines(out, &goals(&ov), &busy_poll(&ov), several);
     pipelining_lines(out, &pipelining(&ov), several);
     syscall_lines(out, rep, &ov);
     instruction_lines(out, rep, &ov);
@@ -76,9 +88,9 @@ pub fn overhead(out: &mut String, rep: &Report) {
     }
 }
 
-/// A sluice row, pipelined or serial.
+/// A sluice row: pipelined, serial, or with busy polling off.
 fn is_sluice(r: &LevelResult) -> bool {
-    r.target == "sluice" || r.target == SERIAL
+    r.target == "sluice" || r.target == SERIAL || r.target == SLEEP
 }
 
 /// The widest of `names`, and at least `min` (the width older runs' lines were laid out in).
@@ -164,13 +176,28 @@ fn verdict(g: &Goal) -> &'static str {
     }
 }
 
-/// Issue 17's goal, round by round, and the range over the rounds.
-fn goal_lines(out: &mut String, goals: &[Goal], several: bool) {
+fn round_prefix(several: bool, round: usize) -> String {
+    if several {
+        format!("  round {round}: ")
+    } else {
+        "  ".into()
+    }
+}
+
+/// Issue 17's goal, round by round, each round's busy-polling lines after its latency goal,
+/// and the range over the rounds.
+fn goal_lines(out: &mut String, goals: &[Goal], busy: &[BusyPoll], several: bool) {
     if goals.is_empty() {
         let _ = writeln!(
             out,
             "Issue 17's goal cannot be judged: the run has no HAProxy rows or no sluice rows."
         );
+        let mut rounds: Vec<usize> = busy.iter().map(|b| b.round).collect();
+        rounds.dedup();
+        for round in rounds {
+            busy_poll_lines(out, busy, round, &round_prefix(several, round));
+        }
+        busy_poll_medians(out, busy, several);
         return;
     }
     let _ = writeln!(
@@ -182,7 +209,12 @@ fn goal_lines(out: &mut String, goals: &[Goal], several: bool) {
             ""
         }
     );
-    let mut rounds: Vec<usize> = goals.iter().map(|g| g.round).collect();
+    let mut rounds: Vec<usize> = goals
+        .iter()
+        .map(|g| g.round)
+        .chain(busy.iter().map(|b| b.round))
+        .collect();
+    rounds.sort_unstable();
     rounds.dedup();
     for round in rounds {
         let of = |kind| {
@@ -190,11 +222,7 @@ fn goal_lines(out: &mut String, goals: &[Goal], several: bool) {
                 .iter()
                 .filter(move |g| g.round == round && g.kind == kind)
         };
-        let prefix = if several {
-            format!("  round {round}: ")
-        } else {
-            "  ".into()
-        };
+        let prefix = round_prefix(several, round);
         let cpu: Vec<String> = of(GoalKind::CpuRatio)
             .map(|g| format!("P={} {:.2}x ({})", g.pool, g.value, verdict(g)))
             .collect();
@@ -230,6 +258,7 @@ fn goal_lines(out: &mut String, goals: &[Goal], several: bool) {
                 sluice.join(", ")
             );
         }
+        busy_poll_lines(out, busy, round, &prefix);
     }
     if several {
         let mut keys: Vec<(GoalKind, usize)> = goals.iter().map(|g| (g.kind, g.pool)).collect();
@@ -261,6 +290,83 @@ fn goal_lines(out: &mut String, goals: &[Goal], several: bool) {
         // stable judgement (every other round runs backwards, `Relay::in_round`).
         let _ = writeln!(out, "  median over the rounds: {}", medians.join("; "));
     }
+    busy_poll_medians(out, busy, several);
+}
+
+/// Busy polling at [`ONE`] client in `round` (informative; nothing for runs without the
+/// busy-polling rows): sluice's added p50 minus its own with busy polling off (negative:
+/// polling saves), then minus HAProxy busy-polling's.
+fn busy_poll_lines(out: &mut String, busy: &[BusyPoll], round: usize, prefix: &str) {
+    let of = |kind| {
+        busy.iter()
+            .filter(move |b| b.round == round && b.kind == kind)
+    };
+    let off: Vec<String> = of(BusyPollKind::OverSleeping)
+        .map(|b| {
+            format!(
+                "sluice P={} polling minus busy polling off: {:+.3} ms",
+                b.pool, b.value
+            )
+        })
+        .collect();
+    if !off.is_empty() {
+        let _ = writeln!(
+            out,
+            "{prefix}busy polling at {ONE} client: added p50, {}",
+            off.join("; ")
+        );
+    }
+    let haproxy: Vec<String> = of(BusyPollKind::OverHaProxyBusy)
+        .map(|b| {
+            format!(
+                "sluice P={} added p50 minus HAProxy busy-polling's: {:+.3} ms",
+                b.pool, b.value
+            )
+        })
+        .collect();
+    if !haproxy.is_empty() {
+        let _ = writeln!(
+            out,
+            "{prefix}against HAProxy busy-polling (the same trade, always on): {}",
+            haproxy.join("; ")
+        );
+    }
+}
+
+/// With several rounds, the busy-polling differences' medians over the rounds.
+fn busy_poll_medians(out: &mut String, busy: &[BusyPoll], several: bool) {
+    if !several {
+        return;
+    }
+    let mut keys: Vec<(BusyPollKind, usize)> = Vec::new();
+    for b in busy {
+        if !keys.contains(&(b.kind, b.pool)) {
+            keys.push((b.kind, b.pool));
+        }
+    }
+    let parts: Vec<String> = keys
+        .into_iter()
+        .filter_map(|(kind, pool)| {
+            let mut v: Vec<f64> = busy
+                .iter()
+                .filter(|b| b.kind == kind && b.pool == pool)
+                .map(|b| b.value)
+                .collect();
+            let m = relay_cost::median(&mut v)?;
+            let what = match kind {
+                BusyPollKind::OverSleeping => "polling minus busy polling off",
+                BusyPollKind::OverHaProxyBusy => "minus HAProxy busy-polling",
+            };
+            Some(format!("sluice P={pool} {what} {m:+.3} ms"))
+        })
+        .collect();
+    if !parts.is_empty() {
+        let _ = writeln!(
+            out,
+            "  busy polling at {ONE} client, median over the rounds: {}",
+            parts.join("; ")
+        );
+    }
 }
 
 /// What pipelining saves, round by round: pipelined sluice's CPU per query over serial
@@ -269,11 +375,7 @@ fn pipelining_lines(out: &mut String, ratios: &[Pipelining], several: bool) {
     let mut rounds: Vec<usize> = ratios.iter().map(|p| p.round).collect();
     rounds.dedup();
     for round in rounds {
-        let prefix = if several {
-            format!("  round {round}: ")
-        } else {
-            "  ".into()
-        };
+        let prefix = round_prefix(several, round);
         let parts: Vec<String> = ratios
             .iter()
             .filter(|p| p.round == round)
@@ -555,6 +657,113 @@ mod tests {
             at("  added p50 over direct") < at("  pipelining: "),
             "{out}"
         );
+    }
+
+    /// [`with_serial`] with the busy-polling rows at 1 client, in the run's order: HAProxy
+    /// busy-polling after HAProxy (+0.030 ms over direct), sluice P=4 with busy polling off
+    /// after sluice P=4 (+0.065 ms; with it +0.035).
+    fn with_busy_poll() -> Report {
+        let mut rep = with_serial();
+        rep.rows
+            .insert(4, relay_row(SLEEP, Some(4), 1, 8000.0, 0.110, 60.0));
+        rep.rows
+            .insert(2, relay_row(HAPROXY_BUSY, None, 1, 12500.0, 0.075, 80.0));
+        rep
+    }
+
+    #[test]
+    fn busy_polling_rows_add_two_lines_after_the_latency_goal_and_keep_the_goal_lines() {
+        let mut out = String::new();
+        overhead(&mut out, &with_busy_poll());
+        let lines: Vec<&str> = out.lines().collect();
+        let goal = "  added p50 over direct at 1 client (goal: no worse than HAProxy's +0.040 ms): P=4 +0.035 ms (met), P=64 +0.055 ms (not met)";
+        let off = "  busy polling at 1 client: added p50, sluice P=4 polling minus busy polling off: -0.030 ms";
+        let haproxy = "  against HAProxy busy-polling (the same trade, always on): sluice P=4 added p50 minus HAProxy busy-polling's: +0.005 ms";
+        for want in [
+            "Overhead: SELECT 1 direct, through the bare tokio relay, HAProxy (mode tcp, 1 thread) and the sluice binary \
+             (sluice_serial: pipelining off, --pipeline-depth 1; haproxy_busy: HAProxy with busy-polling, \
+             sluice_sleep: busy polling off, --backend-busy-poll 0, both at 1 client only)",
+            "     haproxy_busy       1   12500    0.075     0.15    +0.030       80.0        20.0        4.20        0.90x          -",
+            "  sluice_sleep_p4       1    8000    0.110     0.22    +0.065       60.0        20.0        4.20        0.90x          -",
+            "   1 client  haproxy_busy        4.20",
+            "   1 client  sluice_sleep_p4     4.20",
+        ] {
+            assert!(lines.contains(&want), "{want:?} missing:\n{out}");
+        }
+        // Right after the latency goal, in this order, then pipelining.
+        let at = |l: &str| {
+            lines
+                .iter()
+                .position(|x| *x == l)
+                .unwrap_or_else(|| panic!("{l:?} missing:\n{out}"))
+        };
+        assert_eq!(
+            (at(off), at(haproxy)),
+            (at(goal) + 1, at(goal) + 2),
+            "{out}"
+        );
+        assert!(
+            lines[at(haproxy) + 1].starts_with("  pipelining: "),
+            "{out}"
+        );
+        // The goal lines are those of the run without the busy-polling rows.
+        let mut before = String::new();
+        overhead(&mut before, &with_serial());
+        let goal_lines = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| l.contains("(goal"))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(goal_lines(&out), goal_lines(&before));
+        assert!(!before.contains("busy polling"), "{before}");
+        // No instructions for the busy-polling rows, and no ratio for them.
+        assert!(!out.contains("sluice_sleep_p4 0."), "{out}");
+    }
+
+    #[test]
+    fn several_rounds_give_busy_pollings_lines_round_by_round_and_their_median() {
+        let mut rep = with_busy_poll();
+        add_round_2(&mut rep, |r| {
+            if r.target == SLEEP {
+                r.p50_ms = 0.090;
+            }
+        });
+        let mut out = String::new();
+        overhead(&mut out, &rep);
+        let lines: Vec<&str> = out.lines().collect();
+        for want in [
+            "  round 1: busy polling at 1 client: added p50, sluice P=4 polling minus busy polling off: -0.030 ms",
+            "  round 2: busy polling at 1 client: added p50, sluice P=4 polling minus busy polling off: -0.010 ms",
+            "  round 2: against HAProxy busy-polling (the same trade, always on): sluice P=4 added p50 minus HAProxy busy-polling's: +0.005 ms",
+            "  busy polling at 1 client, median over the rounds: sluice P=4 polling minus busy polling off -0.020 ms; sluice P=4 minus HAProxy busy-polling +0.005 ms",
+        ] {
+            assert!(lines.contains(&want), "{want:?} missing:\n{out}");
+        }
+        // Each round's lines follow its latency goal; the median follows the goals'.
+        let at = |s: &str| lines.iter().position(|l| l.starts_with(s)).unwrap();
+        assert_eq!(
+            at("  round 2: busy polling"),
+            at("  round 2: added p50") + 1
+        );
+        assert!(at("  busy polling at 1 client, median") > at("  median over the rounds"));
+        assert!(at("  busy polling at 1 client, median") < at("  round 1: pipelining"));
+    }
+
+    #[test]
+    fn busy_pollings_lines_stand_without_the_goal() {
+        // No HAProxy at all: no goal, but what busy polling saves.
+        let mut rep = with_busy_poll();
+        rep.rows
+            .retain(|r| r.target != "haproxy" && r.target != HAPROXY_BUSY);
+        let mut out = String::new();
+        overhead(&mut out, &rep);
+        assert!(out.contains("Issue 17's goal cannot be judged"), "{out}");
+        assert!(
+            out.lines().any(|l| l == "  busy polling at 1 client: added p50, sluice P=4 polling minus busy polling off: -0.030 ms"),
+            "{out}"
+        );
+        assert!(!out.contains("against HAProxy busy-polling"), "{out}");
     }
 
     /// A copy of every row as round 2, changed by `change`.
