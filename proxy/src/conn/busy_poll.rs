@@ -54,9 +54,10 @@ impl Drop for BusyGuard<'_> {
 /// it slept (from the wait's start to the first bytes, averaged over about the last 8 of
 /// each). A wait polls while that has been the quicker, and every 16th wait goes the other
 /// way, so that both averages stay current. Polling can lose: a server too slow or too far
-/// for the budget is polled for nothing and then slept for anyway, and on a host that runs
-/// both vCPUs on one physical CPU at times, a polling vCPU holds up the server's. The
-/// measurement catches each, whatever the cause, and it comes back when polling wins again.
+/// for the budget is polled for nothing and then slept for anyway, and where the polling
+/// CPU competes with the server's (one physical CPU under both vCPUs, say) it may slow the
+/// reply down. The measurement catches each, whatever the cause, and polling comes back
+/// once it wins again.
 /// The owner is the one session holding the connection, so no atomics.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct History {
