@@ -97,7 +97,9 @@ impl History {
     /// A reply that took `took` waiting the `mode` way. A probe's sample weighs half, so that
     /// a way that has become quicker wins within a few probes.
     pub fn record(&mut self, mode: Mode, took: Duration) {
-        let us = u32::try_from(took.as_micros()).unwrap_or(u32::MAX).clamp(1, SAMPLE_CAP_US);
+        let us = u32::try_from(took.as_micros())
+            .unwrap_or(u32::MAX)
+            .clamp(1, SAMPLE_CAP_US);
         let avg = match mode {
             Mode::Poll => &mut self.polled,
             Mode::Sleep => &mut self.slept,
@@ -122,7 +124,11 @@ pub struct BusyPoll<'a> {
 impl BusyPoll<'_> {
     /// Waits for more of the backend's reply (`PacketStream::fill`), polling first when the
     /// rules above allow. False on EOF.
-    pub async fn fill(self, stream: &mut PacketStream, history: &mut History) -> Result<bool, Error> {
+    pub async fn fill(
+        self,
+        stream: &mut PacketStream,
+        history: &mut History,
+    ) -> Result<bool, Error> {
         if self.budget.is_zero() || !self.busy.alone() {
             return stream.fill().await;
         }
@@ -181,15 +187,26 @@ mod tests {
         let mut h = History::default();
         let first = run(&mut h, 64, 0.09, 0.15);
         assert_eq!(first[0], Mode::Poll, "polling until sleeping is measured");
-        assert_eq!(polls(&first), 60, "quicker polled: all but every 16th wait poll");
+        assert_eq!(
+            polls(&first),
+            60,
+            "quicker polled: all but every 16th wait poll"
+        );
         // The host changes: polled replies now take longer than slept ones.
         let after = run(&mut h, 64, 0.40, 0.15);
-        assert!(polls(&after) <= 6, "sleeping wins within a few waits: {} polls", polls(&after));
+        assert!(
+            polls(&after) <= 6,
+            "sleeping wins within a few waits: {} polls",
+            polls(&after)
+        );
         let later = run(&mut h, 64, 0.40, 0.15);
         assert_eq!(polls(&later), 4, "then only every 16th wait polls");
         // And back: polling pays again.
         let back = run(&mut h, 64, 0.09, 0.15);
-        assert!(polls(&back[48..]) >= 15, "polling is back within 3 probes: {back:?}");
+        assert!(
+            polls(&back[48..]) >= 15,
+            "polling is back within 3 probes: {back:?}"
+        );
     }
 
     #[test]
@@ -198,8 +215,16 @@ mod tests {
         run(&mut h, 33, 0.09, 0.15);
         assert_eq!(h.mode(), Mode::Poll);
         h.record(Mode::Poll, Duration::from_secs(1));
-        assert!(h.polled <= 90 + 2000 / 8, "one stall of a second weighs as 2ms: {}", h.polled);
-        assert_eq!(h.mode(), Mode::Sleep, "and it can tip the choice only for a while");
+        assert!(
+            h.polled <= 90 + 2000 / 8,
+            "one stall of a second weighs as 2ms: {}",
+            h.polled
+        );
+        assert_eq!(
+            h.mode(),
+            Mode::Sleep,
+            "and it can tip the choice only for a while"
+        );
     }
 
     #[test]

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 
-use crate::conn::stream::FLUSH_THRESHOLD;
 use crate::conn::busy_poll::BusyPoll;
+use crate::conn::stream::FLUSH_THRESHOLD;
 use crate::conn::{BackendConn, Error, PacketStream};
 use crate::protocol::frame::HEADER_LEN;
 use crate::protocol::{

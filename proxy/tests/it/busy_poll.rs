@@ -15,7 +15,11 @@ use crate::harness::*;
 /// (hits, misses, skipped).
 fn counts(proxy: &ProxyHandle) -> (u64, u64, u64) {
     let s = &proxy.context().stats.busy_poll;
-    (s.hits.load(Relaxed), s.misses.load(Relaxed), s.skipped.load(Relaxed))
+    (
+        s.hits.load(Relaxed),
+        s.misses.load(Relaxed),
+        s.skipped.load(Relaxed),
+    )
 }
 
 async fn proxy(pool_size: u32, budget: Duration) -> ProxyHandle {
@@ -35,10 +39,17 @@ async fn every_lone_wait_polls_or_sleeps_and_both_ways_keep_being_measured() {
     }
     let after = counts(&proxy);
     let (polled, slept) = (after.0 + after.1 - before.0 - before.1, after.2 - before.2);
-    assert_eq!(polled + slept, 40, "each statement's wait for its reply counts once: {before:?} -> {after:?}");
+    assert_eq!(
+        polled + slept,
+        40,
+        "each statement's wait for its reply counts once: {before:?} -> {after:?}"
+    );
     // Which way wins depends on this host (polling loses where it shares a CPU with the
     // server); every 16th wait goes the other way whichever it is.
-    assert!(polled >= 2 && slept >= 2, "both ways are tried: {polled} polled, {slept} slept");
+    assert!(
+        polled >= 2 && slept >= 2,
+        "both ways are tried: {polled} polled, {slept} slept"
+    );
     drop(c);
     proxy.shutdown().await;
 }
@@ -57,12 +68,22 @@ async fn a_second_command_in_flight_stops_polling() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = counts(&proxy);
     for i in 0..20u32 {
-        let v: u32 = quick.query_first(format!("SELECT {i}")).await.unwrap().unwrap();
+        let v: u32 = quick
+            .query_first(format!("SELECT {i}"))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(v, i);
     }
     let after = counts(&proxy);
-    assert!(!held.is_finished(), "the slow statement was in flight throughout");
-    assert_eq!(before, after, "with another command in flight no wait polls (nor counts)");
+    assert!(
+        !held.is_finished(),
+        "the slow statement was in flight throughout"
+    );
+    assert_eq!(
+        before, after,
+        "with another command in flight no wait polls (nor counts)"
+    );
     let _slow = held.await.unwrap();
     drop(quick);
     proxy.shutdown().await;
