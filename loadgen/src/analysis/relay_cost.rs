@@ -408,6 +408,14 @@ pub fn meta(rows: &[&LevelResult]) -> Vec<(String, String)> {
 mod tests {
     use super::*;
 
+    /// The values the metadata gives key `k` (one, if the key is unique).
+    fn values_of<'a>(meta: &'a [(String, String)], k: &str) -> Vec<&'a str> {
+        meta.iter()
+            .filter(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
     /// Every metadata key appears once.
     fn assert_keys_once(meta: &[(String, String)]) {
         let mut keys: Vec<&String> = meta.iter().map(|(k, _)| k).collect();
@@ -608,12 +616,7 @@ mod tests {
             .collect();
         assert_eq!(p4, [0.75, 0.375]);
         let meta = meta(&refs);
-        let get = |k: &str| {
-            meta.iter()
-                .filter(|(key, _)| key == k)
-                .map(|(_, v)| v.as_str())
-                .collect::<Vec<_>>()
-        };
+        let get = |k: &str| values_of(&meta, k);
         let key = "overhead_cpu_ratio_sluice_p4_over_serial_64_clients";
         assert_eq!(get(key), ["0.5625"]);
         assert_eq!(get(&format!("{key}_round1")), ["0.7500"]);
@@ -732,12 +735,7 @@ mod tests {
             "{off:?}"
         );
         let meta = meta(&refs);
-        let get = |k: &str| {
-            meta.iter()
-                .filter(|(key, _)| key == k)
-                .map(|(_, v)| v.as_str())
-                .collect::<Vec<_>>()
-        };
+        let get = |k: &str| values_of(&meta, k);
         let key = "overhead_added_p50_ms_sluice_p4_minus_sluice_sleep_p4_1_client";
         assert_eq!(get(key), ["-0.0200"]);
         assert_eq!(get(&format!("{key}_round1")), ["-0.0300"]);

@@ -297,39 +297,27 @@ fn goal_lines(out: &mut String, goals: &[Goal], busy: &[BusyPoll], several: bool
 /// busy-polling rows): sluice's added p50 minus its own with busy polling off (negative:
 /// polling saves), then minus HAProxy busy-polling's.
 fn busy_poll_lines(out: &mut String, busy: &[BusyPoll], round: usize, prefix: &str) {
-    let of = |kind| {
-        busy.iter()
-            .filter(move |b| b.round == round && b.kind == kind)
-    };
-    let off: Vec<String> = of(BusyPollKind::OverSleeping)
-        .map(|b| {
-            format!(
-                "sluice P={} polling minus busy polling off: {:+.3} ms",
-                b.pool, b.value
-            )
-        })
-        .collect();
-    if !off.is_empty() {
-        let _ = writeln!(
-            out,
-            "{prefix}busy polling at {ONE} client: added p50, {}",
-            off.join("; ")
-        );
-    }
-    let haproxy: Vec<String> = of(BusyPollKind::OverHaProxyBusy)
-        .map(|b| {
-            format!(
-                "sluice P={} added p50 minus HAProxy busy-polling's: {:+.3} ms",
-                b.pool, b.value
-            )
-        })
-        .collect();
-    if !haproxy.is_empty() {
-        let _ = writeln!(
-            out,
-            "{prefix}against HAProxy busy-polling (the same trade, always on): {}",
-            haproxy.join("; ")
-        );
+    let lines = [
+        (
+            BusyPollKind::OverSleeping,
+            format!("busy polling at {ONE} client: added p50, "),
+            "polling minus busy polling off:",
+        ),
+        (
+            BusyPollKind::OverHaProxyBusy,
+            "against HAProxy busy-polling (the same trade, always on): ".to_string(),
+            "added p50 minus HAProxy busy-polling's:",
+        ),
+    ];
+    for (kind, head, what) in lines {
+        let parts: Vec<String> = busy
+            .iter()
+            .filter(|b| b.round == round && b.kind == kind)
+            .map(|b| format!("sluice P={} {what} {:+.3} ms", b.pool, b.value))
+            .collect();
+        if !parts.is_empty() {
+            let _ = writeln!(out, "{prefix}{head}{}", parts.join("; "));
+        }
     }
 }
 
