@@ -7,40 +7,56 @@ default:
 
 # First installs what the tests use and is missing (scripts/install-test-deps.sh: MariaDB,
 # sysbench, the PHP/Java/Python/Node drivers; apt-get as root, saying so first), as .ci/run does.
-# Run every test (unit, protocol byte samples, integration against a private MariaDB), then the
-# style checks: no import cycle (just cycles), no file over 600 lines (just sizes).
+# The style checks after the tests: no function over 120 lines (scripts/fn-lengths.py), no issue
+# number in the sources (scripts/no-issue-numbers.py), no import cycle (just cycles), no file
+# over 600 lines (just sizes).
+# Every test (unit, protocol byte samples, integration against a private MariaDB), then the style checks.
 test:
     scripts/install-test-deps.sh
     cargo test --workspace -- --test-threads 4
+    python3 scripts/fn-lengths.py proxy/src loadgen/src dbkit/src
+    python3 scripts/no-issue-numbers.py proxy/src loadgen/src dbkit/src
     just cycles
     just sizes
 
 # Installs mariadb-server with apt-get first when no server exists and you are root on
 # Debian/Ubuntu. Flags and env tunables: `cargo run --release -p loadgen -- --help`,
 # loadgen/README.md. loadgen prints its plan at start.
-# The seed's experiments A, B, C, the open loop and the proxy rows (planned 6 min on 2 cores).
+# Experiments A, B, C (a connection per client vs a bounded pool), the open loop and the proxy rows (planned 6 min on 2 cores).
 bench *ARGS:
     loadgen/scripts/ensure-server.sh {{ARGS}}
     cargo run --release -p loadgen -- bench {{ARGS}}
 
-# Also installs haproxy, strace and valgrind when missing (overhead), and builds the release
-# sluice binary that overhead measures. COST_COUNTS=1 adds overhead's callgrind counts (~2 min).
-# `just bench` plus experiments S, D, E, F and overhead (planned 19 min on 2 cores).
+# Also installs haproxy, strace, valgrind and sysbench when missing (overhead, sysbench), and
+# builds the release sluice binary both measure. COST_COUNTS=1 adds overhead's callgrind counts.
+# `just bench` plus experiments S, D, E, F, overhead and sysbench (planned 52 min on 2 cores).
 bench-all *ARGS:
     loadgen/scripts/ensure-server.sh {{ARGS}}
     scripts/install-test-deps.sh --overhead
+    scripts/install-test-deps.sh --sysbench
     cargo build --release -p sluice -p loadgen
     target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/loadgen" bench --all {{ARGS}}
 
 # Installs haproxy, strace and valgrind when missing; builds the release sluice and loadgen
 # together, so the sluice measured is the one in this tree. --cost-counts (COST_COUNTS=1) adds
 # instructions per query under valgrind (~2 min); --overhead-rounds N repeats the sequence.
-# Relay cost (issue 17): direct, the tokio relay, HAProxy and sluice P=4/64 side by side (~2.5 min).
+# Relay cost: direct, the tokio relay, HAProxy and sluice P=4/64 side by side (~2.5 min).
 overhead *ARGS:
     loadgen/scripts/ensure-server.sh {{ARGS}}
     scripts/install-test-deps.sh --overhead
     cargo build --release -p sluice -p loadgen
     target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/loadgen" overhead {{ARGS}}
+
+# Installs sysbench and haproxy when missing; builds the release sluice and loadgen together,
+# so the sluice measured is the one in this tree (its defaults, --pool-size auto). Tunables:
+# --sysbench-rounds/-threads/-workloads/-time/-warmup (loadgen --help), e.g. a smoke run:
+# `just sysbench --sysbench-rounds 1 --sysbench-threads 16,1024 --label sysbench-smoke`.
+# sysbench's OLTP workloads at 16-1024 threads: direct, HAProxy, sluice (planned 32 min on 2 cores).
+sysbench *ARGS:
+    loadgen/scripts/ensure-server.sh {{ARGS}}
+    scripts/install-test-deps.sh --sysbench
+    cargo build --release -p sluice -p loadgen
+    target_dir="${CARGO_TARGET_DIR:-target}"; "$target_dir/release/loadgen" sysbench {{ARGS}}
 
 # A short benchmark (short windows, fewer levels; planned under 2 min).
 bench-quick *ARGS:

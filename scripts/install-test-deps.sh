@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a Debian/Ubuntu machine, and only what is missing. Used by
 # `just test` and `.ci/run`, so the two can never drift; `just bench` uses `--server-only`,
-# `loadgen overhead` (in `just bench-all` and `just overhead`) `--overhead`.
+# `loadgen overhead` (in `just bench-all` and `just overhead`) `--overhead`, `loadgen sysbench`
+# (in `just bench-all` and `just sysbench`) `--sysbench`.
 #
 #   scripts/install-test-deps.sh                 # everything the tests use
 #   scripts/install-test-deps.sh --server-only   # mariadb-server alone (the benchmark)
 #   scripts/install-test-deps.sh --overhead      # haproxy, strace, valgrind (loadgen overhead)
+#   scripts/install-test-deps.sh --sysbench      # sysbench, haproxy (loadgen sysbench)
 #   scripts/install-test-deps.sh --check         # say what is missing, install nothing
 #
 # What it installs when missing:
@@ -29,8 +31,9 @@ case "${1:-}" in
   "") ;;
   --server-only) mode=server ;;
   --overhead) mode=overhead ;;
+  --sysbench) mode=sysbench ;;
   --check) mode=check ;;
-  *) echo "usage: $0 [--server-only|--overhead|--check]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--server-only|--overhead|--sysbench|--check]" >&2; exit 2 ;;
 esac
 
 say() { echo "install-test-deps: $*"; }
@@ -101,6 +104,17 @@ if [ "$mode" = server ]; then
 fi
 if [ "$mode" = overhead ]; then
   mapfile -t tools < <(overhead_tools)
+  if [ ${#tools[@]} -gt 0 ]; then
+    apt_install "${tools[@]}"
+    [[ " ${tools[*]} " == *" haproxy "* ]] && stop_packaged_service haproxy
+  fi
+  exit 0
+fi
+if [ "$mode" = sysbench ]; then
+  # loadgen sysbench: sysbench drives the load; HAProxy is the relay it compares sluice with.
+  tools=()
+  have sysbench || tools+=(sysbench)
+  have_sbin haproxy || tools+=(haproxy)
   if [ ${#tools[@]} -gt 0 ]; then
     apt_install "${tools[@]}"
     [[ " ${tools[*]} " == *" haproxy "* ]] && stop_packaged_service haproxy

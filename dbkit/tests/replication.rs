@@ -233,7 +233,9 @@ fn delay_and_stopped_threads_show_and_bound_the_waits() {
         max_lag = max_lag.max(lag.and_then(|l| l.parse().ok()).unwrap_or(0));
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(written.elapsed() >= Duration::from_millis(2500), "no delay");
+    // Events carry whole-second timestamps, so a 3 s delay holds a row back for 2 to 3 s.
+    let held = written.elapsed();
+    assert!(held >= Duration::from_millis(1900), "no delay: {held:?}");
     assert!(max_lag >= 1, "lag never showed: {max_lag}");
     c.set_delay(1, Duration::ZERO).expect("clear delay");
     assert_eq!(status(&c, 1, "SQL_Delay").as_deref(), Some("0"));

@@ -22,14 +22,14 @@ pub struct Cli {
 /// One subcommand per experiment, plus `bench` for all of them.
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
-    /// The seed's experiments: calibration, A (curve), B (collapse), C (pool), the open loop
-    /// and the proxy rows (`--all` adds S, D, E, F and overhead).
+    /// The original study's experiments: calibration, A (curve), B (collapse), C (pool), the
+    /// open loop and the proxy rows (`--all` adds S, D, E, F, overhead and sysbench).
     Bench {
         /// Short windows and fewer levels.
         #[arg(long)]
         quick: bool,
         /// Also experiments S (sessions), D (idle connections), E (pool_size = auto), F
-        /// (admission control) and overhead.
+        /// (admission control), overhead and sysbench.
         #[arg(long, env = "BENCH_ALL")]
         all: bool,
     },
@@ -43,11 +43,15 @@ pub enum Command {
     Open,
     /// CLIENT_THREADS clients through sluice for each P in POOL_SIZES.
     Proxy,
-    /// Relay cost (issue 17): `SELECT 1` at 1 and 64 clients, direct, through the bare tokio
+    /// Relay cost: `SELECT 1` at 1 and 64 clients, direct, through the bare tokio
     /// relay, HAProxy in TCP mode and the sluice binary at P=4 and P=64, each relay a process
     /// of its own: QPS, p50/p99, process CPU and syscalls per query (`--cost-counts` adds
     /// instructions per query under valgrind).
     Overhead,
+    /// sysbench itself drives oltp_point_select, oltp_read_only and oltp_read_write at several
+    /// thread counts against direct MariaDB, HAProxy (mode tcp) and sluice with its defaults,
+    /// in alternating rounds: QPS, p95/p99, errors and CPU per query as ratios to direct.
+    Sysbench,
     /// Experiment D: 4 active clients while N idle connections (IDLE_LEVELS) are held open,
     /// directly at the server and through sluice.
     Idle,
@@ -70,8 +74,6 @@ pub enum Command {
         /// The run folder, e.g. results/20261130T055010Z-bench.
         dir: PathBuf,
     },
-    /// Soak: 10,000 idle + 512 active clients through a release `sluice` child process for
-    /// 30 minutes; RSS, fds, backends and p99 every minute into soak.csv and soak.svg.
     /// The bare tokio relay as a process of its own (started by `overhead`; not for direct use).
     #[command(hide = true)]
     Relay {
@@ -82,6 +84,8 @@ pub enum Command {
         #[arg(long)]
         backend: String,
     },
+    /// Soak: 10,000 idle + 512 active clients through a release `sluice` child process for
+    /// 30 minutes; RSS, fds, backends and p99 every minute into soak.csv and soak.svg.
     Soak {
         /// 10 minutes instead of 30.
         #[arg(long)]
@@ -105,6 +109,7 @@ impl Command {
             Command::Open => "open",
             Command::Proxy => "proxy",
             Command::Overhead => "overhead",
+            Command::Sysbench => "sysbench",
             Command::Idle => "idle",
             Command::Adaptive => "adaptive",
             Command::Admission => "admission",
@@ -128,6 +133,67 @@ pub enum SyscallCounterChoice {
     Strace,
     /// Do not count syscalls.
     Off,
+}
+
+/// A sysbench workload: one of sysbench's own OLTP scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SysbenchWorkload {
+    /// One primary-key SELECT per event, in autocommit.
+    #[value(name = "oltp_point_select")]
+    PointSelect,
+    /// A read-only transaction: 10 point SELECTs and 4 range SELECTs in BEGIN ... COMMIT.
+    #[value(name = "oltp_read_only")]
+    ReadOnly,
+    /// The read-only transaction plus 2 UPDATEs, a DELETE and an INSERT.
+    #[value(name = "oltp_read_write")]
+    ReadWrite,
+}
+
+impl SysbenchWorkload {
+    /// Every workload, in the order a round runs them.
+    pub const ALL: [SysbenchWorkload; 3] = [
+        SysbenchWorkload::PointSelect,
+        SysbenchWorkload::ReadOnly,
+        SysbenchWorkload::ReadWrite,
+    ];
+
+    /// The script's name, as sysbench knows it.
+    pub fn script(self) -> &'static str {
+        match self {
+            SysbenchWorkload::PointSelect => "oltp_point_select",
+            SysbenchWorkload::ReadOnly => "oltp_read_only",
+            SysbenchWorkload::ReadWrite => "oltp_read_write",
+        }
+    }
+}
+
+/// Where sysbench connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SysbenchTarget {
+    /// The server itself: the reference every ratio is taken against.
+    Direct,
+    /// HAProxy in TCP mode with one thread.
+    Haproxy,
+    /// The sluice binary with its default settings.
+    Sluice,
+}
+
+impl SysbenchTarget {
+    /// Every target, in the order odd rounds run them.
+    pub const ALL: [SysbenchTarget; 3] = [
+        SysbenchTarget::Direct,
+        SysbenchTarget::Haproxy,
+        SysbenchTarget::Sluice,
+    ];
+
+    /// The `target` column.
+    pub fn key(self) -> &'static str {
+        match self {
+            SysbenchTarget::Direct => "direct",
+            SysbenchTarget::Haproxy => "haproxy",
+            SysbenchTarget::Sluice => "sluice",
+        }
+    }
 }
 
 /// Which MySQL server to run against.
@@ -197,7 +263,7 @@ pub struct Common {
     /// Client tasks in experiments C, open loop and proxy.
     #[arg(long, env = "CLIENT_THREADS", value_parser = parse_positive_usize, global = true)]
     pub client_threads: Option<usize>,
-    /// Rows in `reads_test` (200000 reproduces the seed; smaller only for tests).
+    /// Rows in `reads_test` (200000 reproduces the original study; smaller only for tests).
     #[arg(long, env = "ROWS", value_parser = parse_positive_u32, global = true)]
     pub rows: Option<u32>,
     /// Arrival process for `curve` and `pool`.
@@ -242,12 +308,67 @@ pub struct Common {
     /// Overhead: how to count the relays' syscalls.
     #[arg(long, env = "SYSCALL_COUNTER", value_enum, default_value_t = SyscallCounterChoice::Auto, global = true)]
     pub syscall_counter: SyscallCounterChoice,
-    /// Overhead: the HAProxy binary (default: haproxy on PATH, in /usr/sbin or /usr/local/sbin).
+    /// Overhead and sysbench: the HAProxy binary (default: haproxy on PATH, in /usr/sbin or
+    /// /usr/local/sbin).
     #[arg(long, env = "HAPROXY_BIN", global = true)]
     pub haproxy_bin: Option<PathBuf>,
-    /// Overhead and soak: the sluice binary (default: `sluice` next to loadgen's executable).
+    /// Overhead, sysbench and soak: the sluice binary (default: `sluice` next to loadgen's
+    /// executable).
     #[arg(long, env = "SLUICE_BIN", global = true)]
     pub sluice_bin: Option<PathBuf>,
+    /// sysbench: rounds of every workload, thread count and target; even rounds run the
+    /// targets in reverse order. Default 3.
+    #[arg(long, env = "SYSBENCH_ROUNDS", value_parser = clap::value_parser!(u32).range(1..=20), global = true)]
+    pub sysbench_rounds: Option<u32>,
+    /// sysbench: seconds of each measured run (its --time). Default 10.
+    #[arg(long, env = "SYSBENCH_TIME", value_parser = clap::value_parser!(u32).range(1..=3600), global = true)]
+    pub sysbench_time: Option<u32>,
+    /// sysbench: seconds of the warm-up run before each measured run, on the same target and
+    /// threads (its numbers are not kept; 0: none). Default 5.
+    #[arg(long, env = "SYSBENCH_WARMUP", value_parser = clap::value_parser!(u32).range(0..=3600), global = true)]
+    pub sysbench_warmup: Option<u32>,
+    /// sysbench: workloads, comma-separated. Default all three.
+    #[arg(
+        long,
+        env = "SYSBENCH_WORKLOADS",
+        value_enum,
+        value_delimiter = ',',
+        global = true
+    )]
+    pub sysbench_workloads: Vec<SysbenchWorkload>,
+    /// sysbench: thread counts, e.g. `16,64`. Default 16,64,256,1024.
+    #[arg(long, env = "SYSBENCH_THREADS", value_parser = parse_count_list, global = true)]
+    pub sysbench_threads: Option<CountList>,
+    /// sysbench: targets, comma-separated; direct is required (every ratio is to it).
+    /// Default all three.
+    #[arg(
+        long,
+        env = "SYSBENCH_TARGETS",
+        value_enum,
+        value_delimiter = ',',
+        global = true
+    )]
+    pub sysbench_targets: Vec<SysbenchTarget>,
+    /// sysbench: tables to prepare (its --tables). Default 4.
+    #[arg(long, env = "SYSBENCH_TABLES", value_parser = clap::value_parser!(u32).range(1..=64), global = true)]
+    pub sysbench_tables: Option<u32>,
+    /// sysbench: rows per table (its --table-size); keep the tables within the server's
+    /// buffer pool. Default 100000.
+    #[arg(long, env = "SYSBENCH_TABLE_SIZE", value_parser = clap::value_parser!(u32).range(1..=10_000_000), global = true)]
+    pub sysbench_table_size: Option<u32>,
+    /// sysbench: the sysbench binary (default: sysbench on PATH).
+    #[arg(long, env = "SYSBENCH_BIN", global = true)]
+    pub sysbench_bin: Option<PathBuf>,
+    /// sysbench: flags sluice runs with beyond its listen, backend and user, space-separated;
+    /// everything else stays at sluice's defaults.
+    #[arg(
+        long,
+        env = "SYSBENCH_SLUICE_ARGS",
+        default_value = "--pool-size auto",
+        allow_hyphen_values = true,
+        global = true
+    )]
+    pub sysbench_sluice_args: String,
     /// Seed for the query parameters.
     #[arg(long, env = "LOADGEN_SEED", default_value_t = 42, global = true)]
     pub seed: u64,

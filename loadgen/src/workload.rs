@@ -1,4 +1,4 @@
-//! The seed's data and query: `reads_test`, bulk seeding, warming, the moving-window query,
+//! The original study's data and query: `reads_test`, bulk seeding, warming, the moving-window query,
 //! and how every loadgen connection is configured.
 
 use std::fmt::Write as _;
@@ -12,7 +12,7 @@ use rand::Rng;
 /// The table every experiment reads.
 pub const TABLE: &str = "reads_test";
 /// The query as documented (parameters shown as `?`; loadgen sends literals over the text
-/// protocol, as the seed's client-side `%s` interpolation did).
+/// protocol, as the original study's client-side `%s` interpolation did).
 pub const QUERY_SHAPE: &str =
     "SELECT id, val FROM reads_test WHERE id BETWEEN ? AND ? AND val >= ? ORDER BY val DESC LIMIT 50";
 /// `val >= ?` draws its threshold below this, so about 99 % of the scanned rows feed the
@@ -36,7 +36,7 @@ pub enum Stmt {
 /// Which statements a workload sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mix {
-    /// The seed's knee query (a `scan_w`-row range scan and filesort).
+    /// The original study's knee query (a `scan_w`-row range scan and filesort).
     #[default]
     Knee,
     /// OLTP-style primary-key reads: 9 in 10 fetch one row, 1 in 10 a 10-row range.
@@ -118,7 +118,7 @@ impl Workload {
     }
 }
 
-/// `val` for row `id`, exactly as the seed: `id * 2654435761 % 100000`.
+/// `val` for row `id`, exactly as in the original study: `id * 2654435761 % 100000`.
 pub fn val_for(id: u32) -> u64 {
     u64::from(id) * 2_654_435_761 % 100_000
 }

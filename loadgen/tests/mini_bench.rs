@@ -159,6 +159,22 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
             "8",
         ])
         .args(["--open-fractions", "0.8,1.2", "--adaptive-s", "3"])
+        // sysbench (tests/sysbench.rs checks it in full): one second of one workload.
+        .args([
+            "--sysbench-rounds",
+            "1",
+            "--sysbench-time",
+            "1",
+            "--sysbench-warmup",
+            "0",
+        ])
+        .args([
+            "--sysbench-threads",
+            "4",
+            "--sysbench-workloads",
+            "oltp_point_select",
+        ])
+        .args(["--sysbench-tables", "1", "--sysbench-table-size", "100"])
         .arg("--out")
         .arg(&out)
         .env("TMPDIR", &server_tmp);
@@ -377,6 +393,20 @@ fn mini_bench_writes_complete_honest_results_and_cleans_up() {
         ] {
             assert!(summary.contains(part), "summary lacks {part}:\n{summary}");
         }
+    }
+
+    // sysbench ran straight at the server (and through whatever relay is installed).
+    if common::runs("sysbench", &["--version"]) {
+        let (_, sb) = read_rows(&dir.join("sysbench.csv"));
+        assert!(
+            sb.iter()
+                .any(|r| r["target"] == "direct" && r["status"] == "ok" && num(r, "qps") > 0.0),
+            "{sb:?}"
+        );
+        assert!(
+            summary.contains("\nsysbench: oltp_point_select at 4 threads"),
+            "{summary}"
+        );
     }
 
     // Teardown: no server left, no temp dir left.

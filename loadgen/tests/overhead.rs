@@ -2,10 +2,10 @@
 //! tokio relay, HAProxy and the sluice binary at P=4 and P=64 (each with pipelining off, then
 //! on), at 1 and 64 clients, plus HAProxy busy-polling and sluice P=4 with busy polling off
 //! at 1 client, with the syscall counts and (`--cost-counts`) callgrind's instruction counts
-//! (not for the two busy-polling rows). Checks that every
-//! target produced its rows with sane values, that issue 17's ratios reach the metadata and
-//! the summary, that `loadgen report` redraws the same section from the CSVs, and that
-//! neither a finished run nor Ctrl-C mid-run leaves a relay, counter or server behind.
+//! (not for the two busy-polling rows). Checks that every target produced its rows with sane
+//! values, that the relay-cost goal's ratios reach the metadata and the summary, that
+//! `loadgen report` redraws the same section from the CSVs, and that neither a finished run
+//! nor Ctrl-C mid-run leaves a relay, counter or server behind.
 
 mod common;
 

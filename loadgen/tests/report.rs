@@ -190,3 +190,34 @@ fn report_refuses_a_folder_without_metadata() {
     );
     assert!(!tmp.path().join("summary.txt").exists());
 }
+
+#[test]
+fn report_rewrites_every_committed_sysbench_run_as_it_was() {
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results");
+    let mut names: Vec<String> = std::fs::read_dir(&results)
+        .expect("results")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        // loadgen sysbench's folders (not the hand-made ones from before it).
+        .filter(|n| results.join(n).join("sysbench.csv").is_file())
+        .collect();
+    names.sort();
+    assert!(
+        !names.is_empty(),
+        "no committed loadgen sysbench run in results/"
+    );
+    for name in names {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = copy_without_outputs(&name, tmp.path());
+        let before = csvs(&dir);
+        report(&dir);
+        let summary = std::fs::read_to_string(dir.join("summary.txt")).expect("summary written");
+        // From sysbench.csv and the metadata alone, the whole summary comes back.
+        assert_eq!(summary, committed(&name, "summary.txt"), "{name}");
+        assert!(
+            summary.contains("\nGoals, judged on the medians over"),
+            "{name}"
+        );
+        assert_svg(&dir, "sysbench.svg");
+        assert_eq!(csvs(&dir), before, "{name}: the CSVs are left as they were");
+    }
+}

@@ -30,6 +30,9 @@ pub enum StartError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Tls(#[from] crate::conn::tls::TlsError),
+    /// auth_user cannot log in or lacks the grant (auth_source = server | both).
+    #[error("accounts from the server: {0}")]
+    Accounts(#[from] crate::accounts::LoadError),
 }
 
 /// What to do about "address in use": the usual cause is a second sluice on the same port.
@@ -91,7 +94,11 @@ impl Proxy {
             sha2_cache: Mutex::new(Default::default()),
             tls,
             auth_failures: Default::default(),
+            accounts: crate::accounts::Directory::new(Arc::new(
+                crate::conn::account_table::AccountTable::new(backend_tls.clone()),
+            )),
         };
+        check_accounts(&handshake, &config).await?;
         let listen = config.listen;
         let listener =
             bind_listener(listen, config.reuse_port).map_err(|source| StartError::Listen {
@@ -141,6 +148,32 @@ impl Proxy {
             admin_addr,
             metrics_addr,
         })
+    }
+}
+
+/// With accounts from the server: auth_user must log in and read the account table, or
+/// sluice does not start (the error names the GRANT to run). A server that does not answer
+/// yet is only warned about: logins of server accounts are refused until it does.
+async fn check_accounts(handshake: &HandshakeContext, config: &Config) -> Result<(), StartError> {
+    if !config.auth_source().uses_server() {
+        return Ok(());
+    }
+    match handshake.accounts.check_service(config).await {
+        Ok(view) => {
+            tracing::info!(
+                service_account = %view.service_account,
+                sluice_seen_as = %view.sluice_host.shown(),
+                "reading accounts from the server's {}", view.flavor.table()
+            );
+            Ok(())
+        }
+        Err(e) if e.is_configuration() => Err(StartError::Accounts(e)),
+        Err(e) => {
+            tracing::warn!(
+                "cannot read the server's accounts yet: {e}; their logins are refused until it can"
+            );
+            Ok(())
+        }
     }
 }
 
@@ -265,6 +298,7 @@ async fn maintenance(ctx: Arc<Context>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut since_check = Duration::ZERO;
+    let mut since_globals = Duration::ZERO;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -282,6 +316,18 @@ async fn maintenance(ctx: Arc<Context>) {
             for pool in ctx.pools() {
                 let pool = pool.clone();
                 tokio::spawn(async move { pool.check_idle().await });
+            }
+        }
+        since_globals += Duration::from_secs(1);
+        if !config.globals_check_interval.is_zero()
+            && since_globals >= config.globals_check_interval
+        {
+            since_globals = Duration::ZERO;
+            for (index, pool) in ctx.pools().iter().enumerate() {
+                if let Some((key, target)) = crate::context::default_group(&ctx, index) {
+                    let pool = pool.clone();
+                    tokio::spawn(async move { pool.watch_globals(&key, &target).await });
+                }
             }
         }
     }

@@ -18,6 +18,9 @@
 //! that changes NO_BACKSLASH_ESCAPES is lexed by the rule it started with.
 
 mod builtins;
+mod calls;
+mod digest;
+mod digest_lex;
 mod effect;
 mod fast;
 mod identity;
@@ -26,18 +29,21 @@ mod lexer;
 mod read;
 mod safety;
 mod set;
+mod timeout;
 
 #[cfg(test)]
 mod read_tests;
 #[cfg(test)]
 mod tests;
 
-pub use effect::{Effect, Effects, LockName};
+pub use digest::{digest, Digest, DigestId};
+pub use effect::{DiagnosticsRead, Effect, Effects, LockName};
 pub use identity::IdCall;
 use kind::{dml_kind, finish};
 pub use lexer::Quoting;
 use lexer::{is_kw, Lexer, Tok, Token};
 pub use safety::{ReadSafety, WriterOnly};
+pub use timeout::{with_time_limit, TimeLimitSyntax};
 
 /// What one COM_QUERY does, as far as pooling is concerned.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -62,6 +68,12 @@ pub struct Classification {
     /// outcome (empty, and not allocated, for statements without one).
     pub row_count_calls: Vec<IdCall>,
     pub found_rows_calls: Vec<IdCall>,
+    /// The `LAST_INSERT_ID()` calls without an argument (empty, and not allocated, for
+    /// statements without one).
+    pub last_insert_id_calls: Vec<IdCall>,
+    /// The `IS_USED_LOCK(...)` calls, argument included (empty, and not allocated, for
+    /// statements without one).
+    pub lock_holder_calls: Vec<IdCall>,
     /// Whether a replica may run the query (all of its statements): `topology::route`'s input.
     pub read: ReadSafety,
     /// The value of a `/* sluice:min_gtid=<GTID position> */` comment (trimmed, unparsed:
@@ -161,6 +173,8 @@ struct Stmt {
     is_with: bool,
     /// An INTO keyword was seen: the user variables that follow are assigned.
     into: bool,
+    /// `LAST_INSERT_ID(` was just read: the next token says whether it sets the value.
+    last_insert_id_open: bool,
     /// For WITH: the first top-level SELECT/INSERT/UPDATE/DELETE/REPLACE.
     with_kind: Option<StatementKind>,
     /// Why this statement cannot run on a replica, as far as the scan found (a locking
@@ -198,6 +212,7 @@ impl Stmt {
             depth: 0,
             is_with: false,
             into: false,
+            last_insert_id_open: false,
             with_kind: None,
             unsafe_read: None,
             lock_arg: None,
@@ -224,18 +239,34 @@ pub fn classify(sql: &[u8]) -> Classification {
 pub fn classify_in(sql: &[u8], quoting: Quoting) -> Classification {
     match fast::classify_plain(sql) {
         Some(c) => c,
-        None => classify_all(sql, quoting),
+        None => classify_all(sql, quoting, None),
     }
+}
+
+/// [`classify_in`] and [`digest`] of the same text. A statement the classifier reads in
+/// full feeds the normaliser the same tokens, so the text is lexed once; a plain one (the
+/// fast path reads only its first words) is lexed for the digest alone.
+pub fn classify_digested(sql: &[u8], quoting: Quoting) -> (Classification, Digest) {
+    if let Some(c) = fast::classify_plain(sql) {
+        return (c, digest(sql, quoting));
+    }
+    let mut class = Classification::default();
+    let d = digest::digest_with(sql, |n| class = classify_all(sql, quoting, Some(n)));
+    (class, d)
 }
 
 /// The full scan alone, so the fuzz target can check the fast path against it.
 #[cfg(fuzzing)]
 pub fn classify_full_scan(sql: &[u8]) -> Classification {
-    classify_all(sql, Quoting::Backslash)
+    classify_all(sql, Quoting::Backslash, None)
 }
 
-/// The full scan: every token of every statement.
-fn classify_all(sql: &[u8], quoting: Quoting) -> Classification {
+/// The full scan: every token of every statement (each also to `digest`, when given).
+fn classify_all(
+    sql: &[u8],
+    quoting: Quoting,
+    mut digest: Option<&mut digest::Normaliser<'_, '_>>,
+) -> Classification {
     let mut c = Classification::default();
     let mut stmt = Stmt::new(quoting);
     let mut statements = 0usize;
@@ -243,6 +274,9 @@ fn classify_all(sql: &[u8], quoting: Quoting) -> Classification {
     let mut read = ReadSafety::default();
     let mut lexer = Lexer::new(sql, quoting);
     for tok in lexer.by_ref() {
+        if let Some(n) = digest.as_deref_mut() {
+            n.token(tok);
+        }
         if tok.kind == Tok::Punct(b';') {
             if stmt.count > 0 {
                 let kind = finish(sql, &mut stmt, statements == 0, &mut c);
@@ -287,7 +321,37 @@ fn classify_all(sql: &[u8], quoting: Quoting) -> Classification {
         c.row_count_calls = identity::calls_of(sql, b"row_count", quoting);
         c.found_rows_calls = identity::calls_of(sql, b"found_rows", quoting);
     }
+    if c.effects.contains(&Effect::LastInsertIdRead) {
+        c.last_insert_id_calls = identity::last_insert_id_calls(sql, quoting);
+    }
+    if c.effects.contains(&Effect::LockHolderRead) {
+        c.lock_holder_calls = identity::calls_with_arguments(sql, b"is_used_lock", quoting);
+    }
     c
+}
+
+/// Whether the query certainly names a table (or a derived one): its first word is INSERT,
+/// UPDATE, DELETE, REPLACE or TABLE, or a FROM names something other than DUAL. The server
+/// clears a session's diagnostics before such a statement; one this misses clears them or not
+/// (stored functions, views of routines), and counts as keeping them.
+pub fn references_table(sql: &[u8], quoting: Quoting) -> bool {
+    let mut first = true;
+    let mut after_from = false;
+    for tok in Lexer::new(sql, quoting) {
+        if first
+            && [&b"insert"[..], b"update", b"delete", b"replace", b"table"]
+                .iter()
+                .any(|kw| is_kw(sql, &tok, kw))
+        {
+            return true;
+        }
+        first = tok.kind == Tok::Punct(b';');
+        if after_from && !is_kw(sql, &tok, b"dual") && tok.kind != Tok::Punct(b';') {
+            return true;
+        }
+        after_from = is_kw(sql, &tok, b"from");
+    }
+    false
 }
 
 fn needs_all_tokens(sql: &[u8], first: &Token) -> bool {
@@ -299,7 +363,14 @@ fn needs_all_tokens(sql: &[u8], first: &Token) -> bool {
 /// Effects that can appear anywhere in a statement.
 fn scan_token(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt, e: &mut Effects) {
     if let Some(arg) = stmt.lock_arg.take() {
-        lock_argument(sql, tok, arg, stmt, e);
+        calls::lock_argument(sql, tok, arg, stmt, e);
+    }
+    if std::mem::take(&mut stmt.last_insert_id_open) {
+        e.add(if tok.kind == Tok::Punct(b')') {
+            Effect::LastInsertIdRead
+        } else {
+            Effect::LastInsertIdSet
+        });
     }
     match tok.kind {
         Tok::UserVar => {
@@ -331,21 +402,33 @@ fn scan_token(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt, e:
             if bare.eq_ignore_ascii_case(b"warning_count")
                 || bare.eq_ignore_ascii_case(b"error_count")
             {
-                e.add(Effect::Diagnostics);
+                e.add(Effect::Diagnostics(DiagnosticsRead::Value));
+            }
+            // @@pseudo_thread_id is the connection's id, as CONNECTION_ID() is.
+            if identity::is_pseudo_thread_id(name) {
+                e.add(Effect::ConnectionIdRead);
             }
         }
         Tok::Punct(b'(') => {
-            if let Some(p) = prev.filter(|p| matches!(p.kind, Tok::Word | Tok::Quoted)) {
+            let name = prev.filter(|p| matches!(p.kind, Tok::Word | Tok::Quoted));
+            if let Some(p) = name {
                 read::call(sql, p, stmt);
             }
             stmt.depth += 1;
-            if let Some(p) = prev.filter(|p| p.kind == Tok::Word) {
-                function_call(sql, p, stmt, e);
+            if let Some(p) = name {
+                calls::function_call(sql, p, stmt, e);
             }
         }
         Tok::Punct(b')') => stmt.depth = stmt.depth.saturating_sub(1),
         Tok::Word => {
             read::word(sql, tok, prev, stmt);
+            // NEXT VALUE FOR s: the session's last value of s changes (NEXTVAL(s) is a call).
+            if tok.end - tok.start == 5
+                && is_kw(sql, tok, b"value")
+                && prev.is_some_and(|p| is_kw(sql, p, b"next"))
+            {
+                e.add(Effect::SequenceNext);
+            }
             if tok.end - tok.start == 19 && is_kw(sql, tok, b"sql_calc_found_rows") {
                 e.add(Effect::FoundRows);
             }
@@ -362,71 +445,5 @@ fn scan_token(sql: &[u8], tok: &Token, prev: Option<&Token>, stmt: &mut Stmt, e:
             }
         }
         _ => {}
-    }
-}
-
-/// The tokens after `GET_LOCK(` / `RELEASE_LOCK(`: a plain single-quoted literal directly
-/// followed by `,` or `)` names the lock; anything else leaves it unknown.
-fn lock_argument(sql: &[u8], tok: &Token, arg: LockArg, stmt: &mut Stmt, e: &mut Effects) {
-    match arg.literal {
-        None => {
-            let text = &sql[tok.start..tok.end];
-            let plain = tok.kind == Tok::Str
-                && text.len() >= 2
-                && text[0] == b'\''
-                && text[text.len() - 1] == b'\''
-                && !text[1..text.len() - 1]
-                    .iter()
-                    .any(|&b| b == b'\\' || b == b'\'');
-            if plain {
-                stmt.lock_arg = Some(LockArg {
-                    literal: Some((tok.start + 1, tok.end - 1)),
-                    ..arg
-                });
-            }
-        }
-        Some((start, end)) => {
-            if matches!(tok.kind, Tok::Punct(b',' | b')')) {
-                e.name_lock(arg.effect, sql[start..end].into());
-            }
-        }
-    }
-}
-
-/// A word directly followed by `(`: a function call (or, conservatively, something named like one).
-fn function_call(sql: &[u8], name: &Token, stmt: &mut Stmt, e: &mut Effects) {
-    let len = name.end - name.start;
-    if !(8..=27).contains(&len) {
-        return;
-    }
-    let is = |kw: &[u8]| is_kw(sql, name, kw);
-    let named = if is(b"get_lock") {
-        Some(Effect::GetLock(LockName::Unknown))
-    } else if is(b"release_lock") {
-        Some(Effect::ReleaseLock(LockName::Unknown))
-    } else {
-        None
-    };
-    if let Some(call) = named {
-        stmt.lock_arg = Some(LockArg {
-            effect: e.len(),
-            literal: None,
-        });
-        e.add(call);
-    } else if is(b"service_get_write_locks")
-        || is(b"service_get_read_locks")
-        || is(b"version_tokens_lock_shared")
-        || is(b"version_tokens_lock_exclusive")
-    {
-        // MySQL's locking services: taken like GET_LOCK, by names sluice does not read.
-        e.add(Effect::GetLock(LockName::Unknown));
-    } else if is(b"release_all_locks") {
-        e.add(Effect::ReleaseAllLocks);
-    } else if is(b"found_rows") || is(b"row_count") {
-        e.add(Effect::FoundRows);
-    } else if is(b"last_insert_id") {
-        e.add(Effect::LastInsertIdRead);
-    } else if is(b"connection_id") {
-        e.add(Effect::ConnectionIdRead);
     }
 }

@@ -5,16 +5,22 @@
 //! also yields `docs/config.md` and `sluice.example.toml`. All values travel as text until the
 //! merge, so a bad value anywhere is reported together with every validation problem at once.
 
+mod auth_values;
 mod cli;
+mod details;
 mod docs;
 mod endpoint;
 mod file;
 mod read;
 mod replicas;
+mod rules;
 mod settings;
+mod users;
 mod validate;
 mod values;
 
+#[cfg(test)]
+mod rules_tests;
 #[cfg(test)]
 mod tests;
 
@@ -24,18 +30,22 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use auth_values::{AuthSource, AuthUser};
 pub use cli::{Cli, ACTION_FLAGS};
 pub use docs::{config_docs_markdown, example_toml};
 pub use endpoint::Endpoint;
 pub use file::{FileUser, Scalar};
 pub use replicas::{PrimaryReads, ReadWriteSplit, ReadYourWrites};
+pub use rules::{parse_digest_id, Cidr, FileRule, Pattern, RouteTarget, RuleDef};
 pub use settings::{setting, FileConfig, SettingArgs, SettingDoc, SETTINGS};
+pub use users::{UserConfig, UserLimits, UserSource};
 pub use values::{
     format_duration, parse_bytes, parse_duration, AuthPluginName, BackendLimit, BackendTlsMode,
     LogFormat, PoolSize, Secret, ServerCpus, WorkerThreads,
 };
 
 use settings::{apply, is_scalar, render};
+use users::{user_from_file, users_from_specs, users_summary};
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -51,51 +61,6 @@ pub enum ConfigError {
     Invalid(Vec<String>),
 }
 
-/// A client (or admin) account sluice accepts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct UserConfig {
-    pub name: String,
-    pub password: Secret,
-    /// Plugin to ask this user's clients for; `None` means `Config::default_auth_plugin`.
-    pub auth_plugin: Option<AuthPluginName>,
-    pub backend_user: Option<String>,
-    pub backend_password: Option<Secret>,
-}
-
-impl UserConfig {
-    pub fn new(name: &str, password: &str) -> Self {
-        UserConfig {
-            name: name.to_string(),
-            password: Secret::new(password.to_string()),
-            auth_plugin: None,
-            backend_user: None,
-            backend_password: None,
-        }
-    }
-
-    /// The (user, password) sluice logs in to the backend with for this client: the user's own
-    /// backend_* settings, else the global backend_user/backend_password, else the client's own
-    /// name and password (pass-through).
-    pub fn backend_credentials<'a>(&'a self, cfg: &'a Config) -> (&'a str, &'a str) {
-        let user = self
-            .backend_user
-            .as_deref()
-            .or(cfg.backend_user.as_deref())
-            .unwrap_or(&self.name);
-        let password = self
-            .backend_password
-            .as_ref()
-            .or(cfg.backend_password.as_ref())
-            .unwrap_or(&self.password);
-        (user, password.expose())
-    }
-
-    /// The plugin to offer this user's clients.
-    pub fn auth_plugin(&self, cfg: &Config) -> AuthPluginName {
-        self.auth_plugin.unwrap_or(cfg.default_auth_plugin)
-    }
-}
-
 /// The validated configuration. See `SETTINGS` (or docs/config.md) for each field's meaning.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -105,6 +70,10 @@ pub struct Config {
     pub backend_user: Option<String>,
     pub backend_password: Option<Secret>,
     pub default_auth_plugin: AuthPluginName,
+    /// `None`: derived ([`Config::auth_source`]).
+    pub auth_source: Option<AuthSource>,
+    pub auth_user: Option<AuthUser>,
+    pub auth_cache_ttl: Duration,
     pub pool_size: PoolSize,
     pub min_pool_size: u32,
     pub max_pool_size: u32,
@@ -132,10 +101,12 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     pub max_allowed_packet: u32,
     pub max_prepared_statements_per_backend: u32,
+    pub max_prepared_statements_per_client: u32,
     pub server_version: Option<String>,
     pub server_idle_timeout: Duration,
     pub server_lifetime: Duration,
     pub health_check_interval: Duration,
+    pub globals_check_interval: Duration,
     pub min_idle: u32,
     pub admin_listen: Option<SocketAddr>,
     pub admin_users: Vec<UserConfig>,
@@ -165,6 +136,16 @@ pub struct Config {
     pub read_your_writes: ReadYourWrites,
     pub gtid_wait_timeout: Duration,
     pub writer_wait_timeout: Duration,
+    /// Per-digest statistics on (`digests`), and their table's size.
+    pub digests: bool,
+    pub digest_table_size: u32,
+    /// Digests /metrics shows (the top by total time).
+    pub metrics_digest_top: u32,
+    /// Defaults for users without their own limits (0: none).
+    pub max_user_client_connections: u32,
+    pub max_user_concurrency: u32,
+    /// The `[[rules]]`, in order (their run-time state is `crate::rules`).
+    pub rules: Arc<[RuleDef]>,
     /// The file this came from, re-read by `reload` (RELOAD, SIGHUP).
     pub config_path: Option<PathBuf>,
     /// The file holds a plaintext password (see `warnings`).
@@ -250,6 +231,16 @@ impl Config {
         }
     }
 
+    /// Where client accounts come from: `auth_source`, or, unset, `server` when auth_user is
+    /// set and no `users` list is, else `list`.
+    pub fn auth_source(&self) -> AuthSource {
+        match self.auth_source {
+            Some(source) => source,
+            None if self.users.is_empty() && self.auth_user.is_some() => AuthSource::Server,
+            None => AuthSource::List,
+        }
+    }
+
     /// Whether the topology monitor runs: several servers, or the split asked for. With one
     /// server and the split off, that server is the writer and nothing is monitored.
     pub fn uses_topology(&self) -> bool {
@@ -267,7 +258,7 @@ impl Config {
             .unwrap_or_default();
         let password = match (&self.monitor_password, fallback) {
             (Some(p), _) => p.expose().to_string(),
-            (None, Some((_, p))) => p.to_string(),
+            (None, Some((_, p))) => p.expose().to_string(),
             (None, None) => String::new(),
         };
         (user, password)
@@ -324,7 +315,11 @@ impl Config {
         build(self.config_path.clone(), self.overrides.clone())
     }
 
+    /// The listed user of this name (none when auth_source = server).
     pub fn find_user(&self, name: &[u8]) -> Option<&UserConfig> {
+        if !self.auth_source().uses_list() {
+            return None;
+        }
         self.users.iter().find(|u| u.name.as_bytes() == name)
     }
 
@@ -375,6 +370,14 @@ impl Config {
                 live: doc.live,
             });
         }
+        if self.rules != other.rules {
+            out.push(SettingChange {
+                name: "rules",
+                old: format!("{} rules", self.rules.len()),
+                new: format!("{} rules", other.rules.len()),
+                live: true,
+            });
+        }
         out
     }
 
@@ -386,6 +389,9 @@ impl Config {
             backend_user: None,
             backend_password: None,
             default_auth_plugin: AuthPluginName::Native,
+            auth_source: None,
+            auth_user: None,
+            auth_cache_ttl: Duration::ZERO,
             pool_size: PoolSize::Fixed(1),
             min_pool_size: 0,
             max_pool_size: 0,
@@ -407,10 +413,12 @@ impl Config {
             shutdown_timeout: Duration::ZERO,
             max_allowed_packet: 0,
             max_prepared_statements_per_backend: 0,
+            max_prepared_statements_per_client: 0,
             server_version: None,
             server_idle_timeout: Duration::ZERO,
             server_lifetime: Duration::ZERO,
             health_check_interval: Duration::ZERO,
+            globals_check_interval: Duration::ZERO,
             min_idle: 0,
             admin_listen: None,
             admin_users: Vec::new(),
@@ -434,16 +442,17 @@ impl Config {
             read_your_writes: ReadYourWrites::Session,
             gtid_wait_timeout: Duration::ZERO,
             writer_wait_timeout: Duration::ZERO,
+            digests: true,
+            digest_table_size: 0,
+            metrics_digest_top: 0,
+            max_user_client_connections: 0,
+            max_user_concurrency: 0,
+            rules: Arc::new([]),
             config_path: None,
             file_has_plaintext_password: false,
             overrides: Arc::default(),
         }
     }
-}
-
-fn users_summary(users: &[UserConfig]) -> String {
-    let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
-    format!("[{}] (passwords masked)", names.join(", "))
 }
 
 fn endpoints_text(servers: &[Endpoint]) -> String {
@@ -540,6 +549,10 @@ fn merge(
             errors.push(format!("servers is empty (from {source}); list at least one server, or drop it and set backend"));
         }
     }
+    if let Some((f, _)) = file {
+        let list = f.rules.as_deref().unwrap_or_default();
+        cfg.rules = rules::rules_from_file(list, cfg.endpoints(), &mut errors).into();
+    }
     cfg.config_path = config_path;
     cfg.overrides = overrides;
     if let Err(ConfigError::Invalid(more)) = cfg.validate() {
@@ -549,40 +562,5 @@ fn merge(
         Ok(cfg)
     } else {
         Err(ConfigError::Invalid(errors))
-    }
-}
-
-fn users_from_specs(specs: &[String], source: &str, errors: &mut Vec<String>) -> Vec<UserConfig> {
-    let mut out = Vec::new();
-    for spec in specs.iter().filter(|s| !s.trim().is_empty()) {
-        match values::parse_user_spec(spec) {
-            Ok((name, password)) => out.push(UserConfig {
-                name,
-                password,
-                auth_plugin: None,
-                backend_user: None,
-                backend_password: None,
-            }),
-            Err(e) => errors.push(format!("{e} (from {source})")),
-        }
-    }
-    out
-}
-
-fn user_from_file(u: &FileUser, what: &str, errors: &mut Vec<String>) -> UserConfig {
-    let auth_plugin = u.auth_plugin.as_deref().and_then(|p| match p.parse() {
-        Ok(p) => Some(p),
-        Err(e) => {
-            errors.push(format!("{what} {:?}: auth_plugin: {e}", u.name));
-            None
-        }
-    });
-    let secret = |p: &Option<String>| p.clone().filter(|p| !p.is_empty()).map(Secret::new);
-    UserConfig {
-        name: u.name.clone(),
-        password: Secret::new(u.password.clone().unwrap_or_default()),
-        auth_plugin,
-        backend_user: u.backend_user.clone().filter(|b| !b.is_empty()),
-        backend_password: secret(&u.backend_password),
     }
 }

@@ -28,27 +28,39 @@ pub struct Context {
     pub registry: Arc<Registry>,
     pub handshake: HandshakeContext,
     /// Cancelled when shutdown starts: stop accepting, end idle sessions.
-    pub shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
     /// Cancelled when the drain deadline passes: end every session now.
-    pub hard_stop: CancellationToken,
+    pub(crate) hard_stop: CancellationToken,
     /// While set, no new statement gets a backend (admin PAUSE).
-    pub paused: tokio::sync::watch::Sender<bool>,
+    pub(crate) paused: tokio::sync::watch::Sender<bool>,
     /// Queue-wait and backend-time histograms (SHOW LATENCY, /metrics).
-    pub latency: crate::latency::Latency,
+    pub(crate) latency: crate::latency::Latency,
     /// TLS towards the backend, built once at start (`backend_tls` is not live).
-    pub backend_tls: Option<Arc<BackendTls>>,
+    pub(crate) backend_tls: Option<Arc<BackendTls>>,
     /// `pool_size = auto`: whether it is on and why the limit last moved.
     pub limit: crate::pool::limiter::LimitState,
     /// Per backend account: how CONNECTION_ID() shows the client's id (SHOW SERVERS).
     pub identity: Arc<crate::conn::identity::IdentityModes>,
     /// Commands being handled now, which tells a reply's wait whether to busy-poll.
-    pub busy: crate::conn::busy_poll::Busy,
+    pub(crate) busy: crate::conn::busy_poll::Busy,
+    /// Per-digest statistics (SHOW DIGESTS, /metrics), sized by the config.
+    pub digests: crate::digests::Digests,
+    /// The query rules in force, with their counters and gates (`rules()`); rebuilt from the
+    /// config by `replace_config`.
+    rules: RwLock<Arc<crate::rules::RuleSet>>,
+    /// Whether any rule is in force, so that a statement without rules takes no lock.
+    has_rules: std::sync::atomic::AtomicBool,
+    /// Each user's max_concurrency gate.
+    pub user_gates: crate::user_limits::UserGates,
+    /// The generation of the server's globals each login sees (`pool::globals`), shared by
+    /// every pool.
+    pub(crate) globals: Arc<crate::pool::Globals>,
 }
 
 impl Context {
     /// `topology`: the monitor's receiver (`app` starts it when `Config::uses_topology`);
     /// `None` means one server that is the writer.
-    pub fn new(
+    pub(crate) fn new(
         config: Config,
         handshake: HandshakeContext,
         server: Arc<crate::conn::server_info::ServerInfoCell>,
@@ -56,6 +68,7 @@ impl Context {
         topology: Option<tokio::sync::watch::Receiver<Arc<Snapshot>>>,
     ) -> Arc<Context> {
         let stats = Arc::new(Stats::default());
+        let globals = Arc::new(crate::pool::Globals::default());
         let settings = pool_settings(&config);
         let pools: Vec<Pool> = (0..config.endpoints().len())
             .map(|i| {
@@ -65,7 +78,7 @@ impl Context {
                 } else {
                     Default::default()
                 };
-                Pool::new(&settings, stats.clone(), cell)
+                Pool::new(&settings, stats.clone(), cell, globals.clone())
             })
             .collect();
         let pool = pools[0].clone();
@@ -76,6 +89,10 @@ impl Context {
             rx
         });
         let (paused, _) = tokio::sync::watch::channel(false);
+        let digests =
+            crate::digests::Digests::new(config.digests, config.digest_table_size as usize);
+        let rules = crate::rules::RuleSet::build(&config.rules, None);
+        let has_rules = (!rules.is_empty()).into();
         Arc::new(Context {
             config: RwLock::new(Arc::new(config)),
             pool,
@@ -92,6 +109,11 @@ impl Context {
             limit: Default::default(),
             identity: Default::default(),
             busy: Default::default(),
+            digests,
+            rules: RwLock::new(Arc::new(rules)),
+            has_rules,
+            user_gates: Default::default(),
+            globals,
         })
     }
 
@@ -115,16 +137,36 @@ impl Context {
             }
             pool.apply(&settings);
         }
+        self.digests
+            .configure(config.digests, config.digest_table_size as usize);
+        self.replace_rules(&config);
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
     }
 
+    /// The query rules in force; `None` when there are none (then no lock is taken).
+    pub fn rules(&self) -> Option<Arc<crate::rules::RuleSet>> {
+        if !self.has_rules.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        Some(self.rules.read().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    /// Builds the rules of `config`; unchanged rules keep their counters and gates.
+    fn replace_rules(&self, config: &Config) {
+        let mut rules = self.rules.write().unwrap_or_else(|p| p.into_inner());
+        let next = crate::rules::RuleSet::build(&config.rules, Some(&rules));
+        self.has_rules
+            .store(!next.is_empty(), std::sync::atomic::Ordering::Relaxed);
+        *rules = Arc::new(next);
+    }
+
     /// One pool per configured server, in `Config::endpoints` order.
-    pub fn pools(&self) -> &[Pool] {
+    pub(crate) fn pools(&self) -> &[Pool] {
         &self.pools
     }
 
     /// Server `index`'s pool.
-    pub fn pool_for(&self, index: usize) -> Option<&Pool> {
+    pub(crate) fn pool_for(&self, index: usize) -> Option<&Pool> {
         self.pools.get(index)
     }
 
@@ -134,12 +176,12 @@ impl Context {
     }
 
     /// A receiver of every new topology, for waiting on a change (`changed()`).
-    pub fn topology_watch(&self) -> tokio::sync::watch::Receiver<Arc<Snapshot>> {
+    pub(crate) fn topology_watch(&self) -> tokio::sync::watch::Receiver<Arc<Snapshot>> {
         self.topology.clone()
     }
 
     /// Statements queued for or running on each server's slots (the router's `queued`).
-    pub fn queued(&self) -> Vec<usize> {
+    pub(crate) fn queued(&self) -> Vec<usize> {
         self.pools
             .iter()
             .map(|p| p.slots().waiting() + p.slots().in_use() as usize)
@@ -148,7 +190,7 @@ impl Context {
 }
 
 /// The routing settings of `topology::route`, from the config.
-pub fn route_config(config: &Config) -> crate::topology::RouteConfig {
+pub(crate) fn route_config(config: &Config) -> crate::topology::RouteConfig {
     crate::topology::RouteConfig {
         read_write_split: config.read_write_split,
         primary_reads: config.primary_reads,
@@ -158,7 +200,7 @@ pub fn route_config(config: &Config) -> crate::topology::RouteConfig {
 }
 
 /// The monitor's settings and its targets (one per server, with the monitor's account).
-pub fn monitor_settings(
+pub(crate) fn monitor_settings(
     config: &Config,
     backend_tls: Option<Arc<BackendTls>>,
 ) -> (
@@ -172,11 +214,12 @@ pub fn monitor_settings(
         .map(|addr| BackendTarget {
             addr: addr.clone(),
             user: user.clone(),
-            password: password.clone(),
+            password: crate::config::Secret::new(password.clone()),
             connect_timeout: config.connect_timeout.min(config.monitor_interval),
             max_payload: 16 << 20,
             tls: backend_tls.clone(),
             identity: Default::default(),
+            credentials: None,
         })
         .collect();
     let settings = crate::topology::task::MonitorSettings {
@@ -189,7 +232,7 @@ pub fn monitor_settings(
     (settings, crate::topology::task::BackendConnect { targets })
 }
 
-pub fn pool_settings(config: &Config) -> PoolSettings {
+pub(crate) fn pool_settings(config: &Config) -> PoolSettings {
     PoolSettings {
         pool_size: initial_pool_size(config),
         max_backend_connections: config.max_backend_connections,
@@ -199,27 +242,31 @@ pub fn pool_settings(config: &Config) -> PoolSettings {
 
 /// Where a user's statements run on server 0 (the only one with one server), and with
 /// which credentials.
-pub fn backend_target(config: &Config, user: &UserConfig, ctx: &Context) -> BackendTarget {
+pub(crate) fn backend_target(config: &Config, user: &UserConfig, ctx: &Context) -> BackendTarget {
     backend_target_for(config, user, ctx, 0)
 }
 
 /// A user's target on server `index` (`Config::endpoints`; server 0 if out of range).
-pub fn backend_target_for(
+pub(crate) fn backend_target_for(
     config: &Config,
     user: &UserConfig,
     ctx: &Context,
     index: usize,
 ) -> BackendTarget {
     let (name, password) = user.backend_credentials(config);
+    // A server account logs in with what its newest login proved (read at each connect).
+    let credentials =
+        (user.source == crate::config::UserSource::Server).then(|| ctx.handshake.accounts.clone());
     let endpoints = config.endpoints();
     BackendTarget {
         addr: endpoints.get(index).unwrap_or(&endpoints[0]).clone(),
         user: name.to_string(),
-        password: password.to_string(),
+        password: password.clone(),
         connect_timeout: config.connect_timeout,
         max_payload: (config.max_allowed_packet as usize).max(16 << 20) * 2,
         tls: ctx.backend_tls.clone(),
         identity: ctx.identity.clone(),
+        credentials,
     }
 }
 
@@ -230,7 +277,7 @@ pub fn backend_target_for(
 /// connection.
 const UTF8MB4_GENERAL_CI: u8 = 45;
 
-pub fn default_group(ctx: &Context, index: usize) -> Option<(PoolKey, BackendTarget)> {
+pub(crate) fn default_group(ctx: &Context, index: usize) -> Option<(PoolKey, BackendTarget)> {
     use crate::protocol::{flags, Capabilities};
     let config = ctx.config();
     let user = config.users.first()?;
@@ -244,12 +291,13 @@ pub fn default_group(ctx: &Context, index: usize) -> Option<(PoolKey, BackendTar
         user: Arc::from(target.user.as_str()),
         caps: (common & ctx.handshake.offered() & flags::shaping_mask()).bits(),
         collation: UTF8MB4_GENERAL_CI,
+        globals: 0,
     };
     Some((key, target))
 }
 
 /// `auto` starts at `min_pool_size` and lets the limiter (`autosize`) find the knee.
-pub fn initial_pool_size(config: &Config) -> u32 {
+pub(crate) fn initial_pool_size(config: &Config) -> u32 {
     match config.pool_size {
         PoolSize::Fixed(n) => n,
         // Before the pool knows the server: a fixed cap, or none yet.

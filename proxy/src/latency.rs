@@ -3,8 +3,8 @@
 //!
 //! Every session records into a shared [`Recorder`]. Each recorder holds `SHARDS` arrays of
 //! atomic counts, one per bucket of the histogram, and a thread always records into "its"
-//! shard: a record is one atomic add, no lock (a `Mutex<Histogram>` per shard cost ~130
-//! instructions a record, two records a statement). The buckets are hdrhistogram's own
+//! shard: a record is one atomic add, no lock (a `Mutex<Histogram>` per shard would take a
+//! lock per record, two records a statement). The buckets are hdrhistogram's own
 //! ([`index_of`], [`value_of`]); readers (SHOW LATENCY, /metrics) rebuild the histogram from
 //! the summed counts, which is the histogram the same records would have built.
 //!

@@ -38,8 +38,8 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// One thread: tokio's current-thread scheduler, which wakes and polls a session without
-/// the cross-thread queues and atomics of the multi-thread one (measured: 1,400 fewer
-/// instructions per `SELECT 1` at one client, 300 at 64). More: the multi-thread one.
+/// the cross-thread queues and atomics of the multi-thread one, so each statement costs
+/// fewer instructions (docs/benchmarks.md). More: the multi-thread one.
 fn runtime(threads: u32) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = if threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
@@ -108,6 +108,6 @@ fn raise_fd_limit() {
 
 /// mimalloc: sessions allocate a few small buffers per statement (a pipelined member's
 /// channel and packet), and mimalloc's thread-local free lists serve them in a fraction of
-/// glibc's instructions (measured: 430 fewer per statement at 64 clients).
+/// glibc's instructions (docs/benchmarks.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -4,13 +4,17 @@
 //! Nothing is counted twice: the counters live in `stats`, the gauges are read from the pool
 //! and the client registry, the histograms from `latency`. The collector only renders them
 //! with `prometheus-client`, which enforces the naming rules (`_total`, unit suffixes). The
-//! topology's families (roles, lag, exclusions, alerts) are in `metrics/topology.rs`.
+//! proxy's own families are tables in `metrics/families.rs`; the topology's families (roles, lag, exclusions, alerts) are in `metrics/topology.rs`, the
+//! digests' and query rules' in `metrics/steer.rs`, the account directory's in
+//! `metrics/accounts.rs`.
 
+mod accounts;
+mod families;
+mod steer;
 mod topology;
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,11 +29,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::context::Context;
 use crate::latency::Snapshot;
-use crate::registry::ClientPhase;
-use crate::stats::LimitReason;
-use crate::stats::{
-    BackendCloseReason, ClientCloseReason, ConnectFailure, PinReason, RecycleOutcome,
-};
+use families::{Family, Reading, Scrape};
 
 /// Histogram bucket upper bounds in µs: 50 µs to 30 s.
 const BUCKETS_US: &[u64] = &[
@@ -155,288 +155,41 @@ impl fmt::Debug for SluiceCollector {
     }
 }
 
-const PHASES: [ClientPhase; 5] = [
-    ClientPhase::Login,
-    ClientPhase::Idle,
-    ClientPhase::Waiting,
-    ClientPhase::Active,
-    ClientPhase::IdleInTransaction,
-];
-
 impl Collector for SluiceCollector {
     fn encode(&self, mut e: DescriptorEncoder) -> fmt::Result {
         let ctx = &*self.ctx;
+        let scrape = Scrape::read(ctx);
+        write_families(&mut e, &scrape, families::STATE)?;
         let s = &ctx.stats;
-        let snap = ctx.pool.snapshot();
-        let clients = ctx.registry.all();
-
-        let mut by_phase = [0i64; PHASES.len()];
-        let mut pinned = vec![0i64; PinReason::ALL.len()];
-        for c in &clients {
-            if let Some(i) = PHASES.iter().position(|p| *p == c.phase()) {
-                by_phase[i] += 1;
-            }
-            if let Some(i) = c
-                .pin()
-                .and_then(|r| PinReason::ALL.iter().position(|x| *x == r))
-            {
-                pinned[i] += 1;
-            }
-        }
-        let phases = PHASES.iter().map(|p| p.label()).zip(by_phase);
-        gauge_family(
-            &mut e,
-            "clients",
-            "Client sessions by state",
-            "state",
-            phases,
-        )?;
-        let in_use = i64::from(snap.open.saturating_sub(snap.idle + snap.to_reset));
-        let backends = [
-            ("idle", i64::from(snap.idle)),
-            ("to_reset", i64::from(snap.to_reset)),
-            ("in_use", in_use),
-        ];
-        gauge_family(
-            &mut e,
-            "backends",
-            "Open backend connections by state",
-            "state",
-            backends,
-        )?;
-        let pins = PinReason::ALL.iter().map(|r| r.label()).zip(pinned);
-        gauge_family(
-            &mut e,
-            "pinned_sessions",
-            "Sessions pinned to their backend, by reason",
-            "reason",
-            pins,
-        )?;
-        let held: Vec<(&str, i64)> = crate::pool::Hold::all()
-            .map(|h| {
-                let n = snap
-                    .pinned_by
-                    .iter()
-                    .find(|(x, _)| *x == h)
-                    .map_or(0, |x| x.1);
-                (h.label(), i64::from(n))
-            })
-            .collect();
-        gauge_family(
-            &mut e,
-            "pinned_backends",
-            "Backend connections pinned sessions hold between statements, by reason",
-            "reason",
-            held,
-        )?;
-        gauge(
-            &mut e,
-            "pinned_backends_max",
-            "Backend connections pinned sessions may hold: max_backend_connections - pool_size",
-            i64::from(snap.pinned_max),
-        )?;
-        if let Some(n) = snap.max_open_from_server {
-            gauge(
-                &mut e,
-                "server_max_connections",
-                "The backend's max_connections, from which max_backend_connections = auto is derived",
-                i64::from(n),
-            )?;
-        }
-        if let Some(n) = ctx.pool.slots().server_cpus(ctx.config().server_cpus) {
-            gauge(
-                &mut e,
-                "server_cpus",
-                "The backend's CPUs (server_cpus), which tell pipelining when it is saturated",
-                i64::from(n),
-            )?;
-        }
-        gauge(
-            &mut e,
-            "backend_up",
-            "1 while the backend server accepts connections, 0 during an outage",
-            i64::from(ctx.pool.backend_up()),
-        )?;
-        let failures = ConnectFailure::ALL
-            .iter()
-            .map(|r| (r.label(), s.connect_failures_by(*r)));
-        counter_family(
-            &mut e,
-            "backend_connect_failures",
-            "Failed backend connects, by kind",
-            "kind",
-            failures,
-        )?;
-        gauge(
-            &mut e,
-            "backends_max",
-            "max_backend_connections in force",
-            i64::from(snap.max_open),
-        )?;
-        gauge(
-            &mut e,
-            "pool_size",
-            "Execution slots (pool_size in force)",
-            i64::from(snap.pool_size),
-        )?;
-        gauge(
-            &mut e,
-            "pool_limit",
-            "Concurrency limit in force (pool_size = auto moves it; fixed pool_size otherwise)",
-            i64::from(snap.pool_size),
-        )?;
-        gauge(
-            &mut e,
-            "pool_auto",
-            "1 while pool_size = auto sizes the pool",
-            i64::from(ctx.limit.get().auto),
-        )?;
-        gauge(
-            &mut e,
-            "slots_in_use",
-            "Execution slots held",
-            i64::from(snap.slots_in_use),
-        )?;
-        gauge(
-            &mut e,
-            "queue_length",
-            "Statements waiting for an execution slot",
-            snap.waiting as i64,
-        )?;
-        gauge(
-            &mut e,
-            "paused",
-            "1 while the admin console has paused the proxy",
-            i64::from(*ctx.paused.borrow()),
-        )?;
-
-        counter(
-            &mut e,
-            "clients_accepted",
-            "Client connections accepted",
-            s.clients_accepted.load(Relaxed),
-        )?;
-        counter(
-            &mut e,
-            "statements",
-            "Statements received from clients",
-            s.statements.load(Relaxed),
-        )?;
         for (name, help, n) in s.pipeline.rows().into_iter().chain(s.busy_poll.rows()) {
             counter(&mut e, name, help, n)?;
         }
-        counter(
-            &mut e,
-            "queue_timeouts",
-            "Statements that got error 9001 after queue_timeout",
-            s.queue_timeouts.load(Relaxed),
-        )?;
-        counter(
-            &mut e,
-            "pin_refusals",
-            "Statements refused with 9005: they would have pinned and no pinned place freed up within pin_wait",
-            s.pin_refusals.load(Relaxed),
-        )?;
-        counter(
-            &mut e,
-            "pin_overflows",
-            "Sessions that pinned after their statement ran while every pinned place was taken",
-            s.pin_overflows.load(Relaxed),
-        )?;
-        counter(
-            &mut e,
-            "backend_connects",
-            "Backend connections opened",
-            s.backend_connects.load(Relaxed),
-        )?;
-        counter(
-            &mut e,
-            "control_connects",
-            "Control connections opened for login-time default-database checks",
-            s.control_connects.load(Relaxed),
-        )?;
-        counter(
-            &mut e,
-            "replays",
-            "Session-state replays onto a backend",
-            s.replays.load(Relaxed),
-        )?;
-        let errors = [
-            ("sent_to_client", s.client_errors.load(Relaxed)),
-            ("backend_connect", s.backend_connect_errors.load(Relaxed)),
-            ("queue_timeout", s.queue_timeouts.load(Relaxed)),
-        ];
-        counter_family(&mut e, "errors", "Errors by kind", "kind", errors)?;
-        let closes = ClientCloseReason::ALL
-            .iter()
-            .map(|r| (r.label(), s.client_closes_by(*r)));
-        counter_family(
-            &mut e,
-            "client_disconnects",
-            "Client sessions ended, by reason",
-            "reason",
-            closes,
-        )?;
-        let closes = BackendCloseReason::ALL
-            .iter()
-            .map(|r| (r.label(), s.backend_closes_by(*r)));
-        counter_family(
-            &mut e,
-            "backend_disconnects",
-            "Backend connections closed, by reason",
-            "reason",
-            closes,
-        )?;
-        let pins = PinReason::ALL.iter().map(|r| (r.label(), s.pins_by(*r)));
-        counter_family(&mut e, "pins", "Sessions pinned, by reason", "reason", pins)?;
-        let recycles = RecycleOutcome::ALL
-            .iter()
-            .map(|r| (r.label(), s.recycles_by(*r)));
-        counter_family(
-            &mut e,
-            "recycles",
-            "Backends returned to the pool, by decision",
-            "outcome",
-            recycles,
-        )?;
-        let limits = LimitReason::ALL
-            .iter()
-            .map(|r| (r.label(), s.limit_changes_by(*r)));
-        counter_family(
-            &mut e,
-            "pool_limit_changes",
-            "pool_size = auto limit changes, by reason",
-            "reason",
-            limits,
-        )?;
-        {
-            let m = e.encode_descriptor(
-                "client_sent",
-                "Bytes relayed to clients",
-                Some(&Unit::Bytes),
-                MetricType::Counter,
-            )?;
-            ConstCounter::new(s.bytes_to_clients.load(Relaxed)).encode(m)?;
-        }
-
+        write_families(&mut e, &scrape, families::OUTCOMES)?;
         topology::encode(&mut e, ctx)?;
-
-        let queue_wait = ctx.latency.queue_wait.snapshot();
-        histogram(
-            &mut e,
-            "queue_wait",
-            "Wait for an execution slot and a ready backend",
-            &queue_wait,
-        )?;
-        let backend_time = ctx.latency.backend_time.snapshot();
-        histogram(
-            &mut e,
-            "backend_time",
-            "Statement time on the backend, response relay included",
-            &backend_time,
-        )?;
-        Ok(())
+        steer::encode(&mut e, ctx)?;
+        accounts::encode(&mut e, ctx)?;
+        write_families(&mut e, &scrape, families::LATENCY)
     }
+}
+
+/// Writes each family of a table, in its order.
+fn write_families(e: &mut DescriptorEncoder, scrape: &Scrape<'_>, table: &[Family]) -> fmt::Result {
+    for f in table {
+        let (name, help) = (f.name, f.help);
+        match (f.read)(scrape) {
+            Reading::Gauge(v) => gauge(e, name, help, v)?,
+            Reading::Counter(v) => counter(e, name, help, v)?,
+            Reading::Bytes(v) => {
+                let m = e.encode_descriptor(name, help, Some(&Unit::Bytes), MetricType::Counter)?;
+                ConstCounter::new(v).encode(m)?;
+            }
+            Reading::Gauges(label, values) => gauge_family(e, name, help, label, values)?,
+            Reading::Counters(label, values) => counter_family(e, name, help, label, values)?,
+            Reading::Histogram(snap) => histogram(e, name, help, &snap)?,
+            Reading::Absent => {}
+        }
+    }
+    Ok(())
 }
 
 fn gauge(e: &mut DescriptorEncoder, name: &str, help: &str, v: i64) -> fmt::Result {
@@ -522,6 +275,60 @@ mod tests {
             let r = String::from_utf8(respond(&registry, head)).unwrap();
             assert!(r.starts_with("HTTP/1.1 404 Not Found\r\n"), "{head:?}: {r}");
         }
+    }
+
+    /// Every row of the tables is written once, in table order, with its help; the
+    /// counters carry what `stats` holds.
+    #[tokio::test]
+    async fn a_scrape_writes_each_family_once() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let config = crate::config::Config::from_toml_str(
+            "server_cpus = 4\n[[users]]\nname = \"app\"\npassword = \"secret\"\n",
+        )
+        .unwrap();
+        let handshake = crate::conn::client::HandshakeContext {
+            server: Default::default(),
+            version_override: None,
+            rsa: Default::default(),
+            sha2_cache: Default::default(),
+            tls: None,
+            auth_failures: Default::default(),
+            accounts: crate::accounts::Directory::new(Arc::new(
+                crate::conn::account_table::AccountTable::new(None),
+            )),
+        };
+        let ctx = Context::new(config, handshake, Default::default(), None, None);
+        ctx.stats.statements.fetch_add(7, Relaxed);
+        ctx.stats.bytes_to_clients.fetch_add(1234, Relaxed);
+        let mut registry = Registry::with_prefix("sluice");
+        registry.register_collector(Box::new(SluiceCollector { ctx: ctx.clone() }));
+        let mut body = String::new();
+        prometheus_client::encoding::text::encode(&mut body, &registry).unwrap();
+
+        // A unit adds its suffix to the name: `client_sent_bytes`, `queue_wait_seconds`.
+        let helps: Vec<&str> = body.lines().filter(|l| l.starts_with("# HELP ")).collect();
+        let mut last = 0;
+        for table in [families::STATE, families::OUTCOMES, families::LATENCY] {
+            // server_max_connections is absent until a pool reads it from a server.
+            for f in table.iter().filter(|f| f.name != "server_max_connections") {
+                let at: Vec<usize> = (0..helps.len())
+                    .filter(|i| {
+                        ["", "_bytes", "_seconds"].iter().any(|unit| {
+                            helps[*i] == format!("# HELP sluice_{}{unit} {}", f.name, f.help)
+                        })
+                    })
+                    .collect();
+                assert_eq!(at.len(), 1, "{}: {at:?}\n{body}", f.name);
+                assert!(at[0] >= last, "{} is out of table order", f.name);
+                last = at[0];
+            }
+        }
+        assert!(body.contains("\nsluice_statements_total 7\n"), "{body}");
+        assert!(
+            body.contains("\nsluice_client_sent_bytes_total 1234\n"),
+            "{body}"
+        );
+        assert!(body.contains("\nsluice_server_cpus 4\n"), "{body}");
     }
 
     #[test]

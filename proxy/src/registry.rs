@@ -54,6 +54,8 @@ impl ClientPhase {
 pub struct ClientInfo {
     pub id: u32,
     pub addr: String,
+    /// The client's IP address (`addr` read once at registration; query rules match it).
+    pub ip: Option<std::net::IpAddr>,
     pub connected: Instant,
     pub user: Mutex<String>,
     phase: AtomicU8,
@@ -74,6 +76,8 @@ pub struct ClientInfo {
     /// Statements of this client that ran in a batch with other sessions' (the totals are
     /// SHOW STATS' pipeline counters).
     pub pipelined_statements: AtomicU64,
+    /// The user this client counts against (`Registry::count_user`), until it leaves.
+    counted_as: Mutex<Option<Box<str>>>,
 }
 
 /// Set by KILL QUERY for a pipelined statement: the client gets ER_QUERY_INTERRUPTED in
@@ -172,9 +176,20 @@ pub fn instance_of(id: u32) -> u32 {
     id >> ID_COUNTER_BITS
 }
 
+/// A user has as many clients as its `max_client_connections` allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserLimitReached {
+    pub limit: u32,
+}
+
 #[derive(Default)]
 pub struct Registry {
     clients: Mutex<HashMap<u32, Arc<ClientInfo>>>,
+    /// Clients per user (those counted with `count_user`).
+    users: Mutex<HashMap<Box<str>, u32>>,
+    /// Sessions holding named locks: (client id, server index, backend thread id). Few at
+    /// once (each keeps an execution slot), written when a session starts or stops holding.
+    lock_holders: Mutex<Vec<(u32, u32, u32)>>,
     /// The per-instance counter (the low 24 bits of the next id; 0 is skipped).
     next_id: AtomicU32,
     /// This instance's `instance_id`, already shifted into the top bits.
@@ -187,11 +202,26 @@ pub struct Registration {
     registry: Arc<Registry>,
 }
 
+/// A session's entry among the lock holders (`Registry::hold_locks`), removed on drop.
+pub struct LockListing {
+    registry: Arc<Registry>,
+    client: u32,
+}
+
+impl Drop for LockListing {
+    fn drop(&mut self) {
+        if let Ok(mut h) = self.registry.lock_holders.lock() {
+            h.retain(|(c, _, _)| *c != self.client);
+        }
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         if let Ok(mut c) = self.registry.clients.lock() {
             c.remove(&self.info.id);
         }
+        self.registry.uncount(&self.info);
     }
 }
 
@@ -199,6 +229,8 @@ impl Registry {
     pub fn new() -> Arc<Registry> {
         Arc::new(Registry {
             clients: Mutex::new(HashMap::new()),
+            users: Mutex::new(HashMap::new()),
+            lock_holders: Mutex::new(Vec::new()),
             next_id: AtomicU32::new(1),
             instance_base: AtomicU32::new(0),
         })
@@ -242,8 +274,10 @@ impl Registry {
                 break id;
             }
         };
+        let ip = addr.parse::<std::net::SocketAddr>().ok().map(|a| a.ip());
         let info = Arc::new(ClientInfo {
             id,
+            ip,
             addr,
             connected: Instant::now(),
             user: Mutex::new(String::new()),
@@ -256,12 +290,54 @@ impl Registry {
             pipelined: std::sync::atomic::AtomicBool::new(false),
             interrupt: Interrupt::new(),
             pipelined_statements: AtomicU64::new(0),
+            counted_as: Mutex::new(None),
         });
         clients.insert(id, info.clone());
         Some(Registration {
             info,
             registry: self.clone(),
         })
+    }
+
+    /// Counts `info`'s client as one of `user`'s (at login, and again after COM_CHANGE_USER,
+    /// which moves it from its old user), unless `user` has `max` clients already; then the
+    /// client keeps counting where it did. The count ends with the client's registration.
+    pub fn count_user(
+        &self,
+        info: &ClientInfo,
+        user: &str,
+        max: Option<u32>,
+    ) -> Result<(), UserLimitReached> {
+        let mut counted = info.counted_as.lock().unwrap_or_else(|p| p.into_inner());
+        if counted.as_deref() == Some(user) {
+            return Ok(());
+        }
+        let mut users = self.users.lock().unwrap_or_else(|p| p.into_inner());
+        let now = users.get(user).copied().unwrap_or(0);
+        if let Some(limit) = max.filter(|&m| now >= m) {
+            return Err(UserLimitReached { limit });
+        }
+        *users.entry(user.into()).or_insert(0) += 1;
+        if let Some(old) = counted.replace(user.into()) {
+            release(&mut users, &old);
+        }
+        Ok(())
+    }
+
+    /// Clients counted as `user`'s now.
+    pub fn user_clients(&self, user: &str) -> u32 {
+        let users = self.users.lock().unwrap_or_else(|p| p.into_inner());
+        users.get(user).copied().unwrap_or(0)
+    }
+
+    fn uncount(&self, info: &ClientInfo) {
+        let mut counted = info.counted_as.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = counted.take() {
+            release(
+                &mut self.users.lock().unwrap_or_else(|p| p.into_inner()),
+                &old,
+            );
+        }
     }
 
     pub fn get(&self, id: u32) -> Option<Arc<ClientInfo>> {
@@ -276,6 +352,32 @@ impl Registry {
         self.len() == 0
     }
 
+    /// Lists client `client` as holding named locks on backend thread `thread` of server
+    /// `server` until the returned listing drops (IS_USED_LOCK() names it by its client id).
+    pub fn hold_locks(self: &Arc<Self>, client: u32, server: u32, thread: u32) -> LockListing {
+        if let Ok(mut h) = self.lock_holders.lock() {
+            h.retain(|(c, s, t)| *c != client && !(*s == server && *t == thread));
+            h.push((client, server, thread));
+        }
+        LockListing {
+            registry: self.clone(),
+            client,
+        }
+    }
+
+    /// (backend thread id, client id) of every session holding named locks on `server`.
+    pub fn lock_holders(&self, server: u32) -> Vec<(u32, u32)> {
+        self.lock_holders
+            .lock()
+            .map(|h| {
+                h.iter()
+                    .filter(|(_, s, _)| *s == server)
+                    .map(|(c, _, t)| (*t, *c))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn all(&self) -> Vec<Arc<ClientInfo>> {
         let mut v: Vec<_> = self
             .clients
@@ -287,9 +389,59 @@ impl Registry {
     }
 }
 
+/// One client of `user` fewer (the entry goes with its last client).
+fn release(users: &mut HashMap<Box<str>, u32>, user: &str) {
+    if let Some(n) = users.get_mut(user) {
+        *n -= 1;
+        if *n == 0 {
+            users.remove(user);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clients_count_per_user_up_to_its_limit() {
+        let r = Registry::new();
+        let a = r.register("10.1.2.3:4567".into(), 10).unwrap();
+        let b = r.register("b".into(), 10).unwrap();
+        let c = r.register("c".into(), 10).unwrap();
+        assert_eq!(a.info.ip, Some("10.1.2.3".parse().unwrap()));
+        assert_eq!(b.info.ip, None);
+        assert_eq!(r.count_user(&a.info, "app", Some(2)), Ok(()));
+        assert_eq!(
+            r.count_user(&a.info, "app", Some(2)),
+            Ok(()),
+            "counted once"
+        );
+        assert_eq!(r.count_user(&b.info, "app", Some(2)), Ok(()));
+        assert_eq!(
+            r.count_user(&c.info, "app", Some(2)),
+            Err(UserLimitReached { limit: 2 })
+        );
+        assert_eq!(
+            r.count_user(&c.info, "other", Some(2)),
+            Ok(()),
+            "other users unaffected"
+        );
+        assert_eq!(r.user_clients("app"), 2);
+        // COM_CHANGE_USER moves b from app to other; a refused move leaves it where it was.
+        assert_eq!(r.count_user(&b.info, "other", None), Ok(()));
+        assert_eq!((r.user_clients("app"), r.user_clients("other")), (1, 2));
+        assert_eq!(
+            r.count_user(&b.info, "solo", Some(0)),
+            Err(UserLimitReached { limit: 0 })
+        );
+        assert_eq!(r.user_clients("other"), 2);
+        drop(a);
+        assert_eq!(r.user_clients("app"), 0);
+        drop((b, c));
+        assert_eq!(r.user_clients("other"), 0);
+        assert!(r.users.lock().unwrap().is_empty());
+    }
 
     #[test]
     fn register_respects_the_limit_and_unregisters_on_drop() {
@@ -318,6 +470,23 @@ mod tests {
         assert!(r.get(1).is_none());
         assert_eq!(r.foreign_owner(1), Some(0));
         assert_eq!(r.foreign_owner(a.info.id), None);
+    }
+
+    #[test]
+    fn lock_holders_are_listed_while_their_listing_lives() {
+        let r = Registry::new();
+        let a = r.hold_locks(5, 0, 100);
+        let b = r.hold_locks(6, 1, 100);
+        assert_eq!(r.lock_holders(0), vec![(100, 5)]);
+        assert_eq!(r.lock_holders(1), vec![(100, 6)]);
+        // Thread 100 of server 0 now holds for client 7: the stale entry goes.
+        let c = r.hold_locks(7, 0, 100);
+        assert_eq!(r.lock_holders(0), vec![(100, 7)]);
+        drop((a, b));
+        assert_eq!(r.lock_holders(0), vec![(100, 7)]);
+        assert!(r.lock_holders(1).is_empty());
+        drop(c);
+        assert!(r.lock_holders(0).is_empty());
     }
 
     #[test]

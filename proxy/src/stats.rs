@@ -61,6 +61,8 @@ macro_rules! reason_enum {
         pub enum $name { $($variant),+ }
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            /// How many variants there are: the size of a counter array over them.
+            pub const COUNT: usize = $name::ALL.len();
             pub fn label(self) -> &'static str { match self { $($name::$variant => $label),+ } }
             fn index(self) -> usize { self as usize }
         }
@@ -85,6 +87,7 @@ reason_enum!(
         Killed => "killed",
         Shutdown => "shutdown",
         IoError => "io_error",
+        IdleTimeout => "idle_timeout",
     }
 );
 
@@ -99,6 +102,7 @@ reason_enum!(
         Evicted => "evicted",
         OverLimit => "over_limit",
         Shutdown => "shutdown",
+        Retired => "globals_changed",
     }
 );
 
@@ -117,6 +121,7 @@ reason_enum!(
         Handler => "handler",
         UntrackedState => "untracked_state_change",
         Cursor => "open_cursor",
+        Sequence => "sequence",
     }
 );
 
@@ -180,6 +185,13 @@ pub struct Stats {
     /// Sessions that pinned after their statement ran (nothing predicted it) while every
     /// pinned place was taken: they keep their backend beyond the cap.
     pub pin_overflows: AtomicU64,
+    /// Statements of sessions in a transaction or holding a lock that ran beyond pool_size:
+    /// no execution slot came back within their patience (`pool::Slots::patience`), so the
+    /// slots may all have been held by statements waiting on their locks.
+    pub slot_overflows: AtomicU64,
+    /// Statements after which a session in a transaction or holding a lock kept its
+    /// execution slot until its next statement: no pinned place was free for its backend.
+    pub slots_kept: AtomicU64,
     pub backend_connects: AtomicU64,
     /// Control connections opened for login-time database checks (`pool::control`).
     pub control_connects: AtomicU64,
@@ -187,11 +199,11 @@ pub struct Stats {
     pub replays: AtomicU64,
     pub bytes_to_clients: AtomicU64,
     pub client_errors: AtomicU64,
-    pub client_closes: Counters<12>,
-    pub backend_closes: Counters<8>,
-    pub pins: Counters<12>,
-    pub recycles: Counters<3>,
-    pub connect_failures: Counters<9>,
+    pub client_closes: Counters<{ ClientCloseReason::COUNT }>,
+    pub backend_closes: Counters<{ BackendCloseReason::COUNT }>,
+    pub pins: Counters<{ PinReason::COUNT }>,
+    pub recycles: Counters<{ RecycleOutcome::COUNT }>,
+    pub connect_failures: Counters<{ ConnectFailure::COUNT }>,
     /// `pool_size = auto` limit changes, by `LimitReason`.
     pub limit_changes: Counters<8>,
     /// Statements routed, by (server index, route label, why label): see [`Stats::routed`].
@@ -214,18 +226,24 @@ pub struct PipelineStats {
     pub retries: AtomicU64,
     pub interrupts: AtomicU64,
     pub warnings_dropped: AtomicU64,
+    pub cuts: AtomicU64,
+    pub kills: AtomicU64,
+    pub stalled_readers: AtomicU64,
 }
 
 impl PipelineStats {
     /// (name, help, value) of each counter, for SHOW STATS and /metrics.
-    pub fn rows(&self) -> [(&'static str, &'static str, u64); 5] {
+    pub fn rows(&self) -> [(&'static str, &'static str, u64); 8] {
         let v = |c: &AtomicU64| c.load(Ordering::Relaxed);
         [
             ("pipeline_batches", "Writes that carried the statements of several sessions to one backend", v(&self.batches)),
             ("pipelined_statements", "Statements sent in such a write, leaders included", v(&self.statements)),
             ("pipeline_retries", "Pipelined reads run again on their own: the batch's backend failed before their answer began", v(&self.retries)),
             ("pipeline_interrupts", "Pipelined statements a KILL QUERY ended with 1317 in sluice instead of on the server", v(&self.interrupts)),
-            ("pipeline_warnings_dropped", "Pipelined reads whose warnings a later statement of the batch replaced on the backend", v(&self.warnings_dropped)),
+            ("pipeline_warnings_dropped", "Pipelined reads whose warnings a later statement of the batch replaced on the backend (their session's next diagnostics read runs them again first)", v(&self.warnings_dropped)),
+            ("pipeline_cuts", "Pipelined reads sent to run again on their own because the answer ahead of them in the batch was slow or its client stopped reading (their copy's answer is read and dropped)", v(&self.cuts)),
+            ("pipeline_kills", "Pipelined statements a KILL QUERY (or a dropped answer that took too long) stopped on the server by its query id", v(&self.kills)),
+            ("stalled_readers", "Statements whose client stopped reading and that gave their execution slot up while the server waited for the client (the backend stays theirs, on a pinned place)", v(&self.stalled_readers)),
         ]
     }
 }

@@ -36,6 +36,7 @@ fn target(cluster: &Cluster, index: usize, user: &str, password: &str) -> Backen
         max_payload: 64 << 20,
         tls: None,
         identity: Arc::default(),
+        credentials: None,
     }
 }
 
@@ -90,6 +91,7 @@ async fn insert(cluster: &Cluster, index: usize, id: u32) {
         user: Arc::from(APP_USER),
         caps: 0,
         collation: 45,
+        globals: 0,
     };
     let mut conn = BackendConn::connect(&target(cluster, index, APP_USER, APP_PASSWORD), key)
         .await

@@ -37,6 +37,7 @@ fn target(cluster: &Cluster, index: usize, user: &str, password: &str) -> Backen
         max_payload: 64 << 20,
         tls: None,
         identity: Arc::default(),
+        credentials: None,
     }
 }
 
@@ -57,6 +58,7 @@ async fn connect(
         user: Arc::from(user),
         caps,
         collation: 45,
+        globals: 0,
     };
     BackendConn::connect(&target(cluster, index, user, password), key).await
 }
@@ -284,8 +286,8 @@ async fn the_monitor_reads_real_replicas_through_delay_stop_and_failover() {
     assert_eq!(r[2], Role::Replica, "server 2 after the failover: {seen:?}");
     assert_eq!(replica_status(&obs[2]).source_server_id, Some(2));
 
-    // The old primary returns writable: split brain, so there is no writer at all (the
-    // lead's rule for issue 15): neither side gets writes or reads; the alert names both.
+    // The old primary returns writable: split brain, so there is no writer at all (writes
+    // on either side could be lost): neither side gets writes or reads; the alert names both.
     blocking(|| cluster.restart(0)).expect("restart");
     let obs = observe_all(&cluster).await;
     let (verdict, r, memory) = roles(&obs, &memory);

@@ -77,8 +77,8 @@ mod tests {
         }
     }
 
-    /// Issue 16's run: the knee was at 2, and P=16's 140 QPS beat P=2's 106 QPS in one
-    /// noisy 10 s window. Per-second QPS swinging by about +-50 (se 17-18 over 8 slices)
+    /// A sweep whose knee is at 2, where P=16's 140 QPS beat P=2's 106 QPS in one noisy
+    /// 10 s window. Per-second QPS swinging by about +-50 (se 17-18 over 8 slices)
     /// puts 34 QPS inside the noise of the difference.
     #[test]
     fn the_smallest_pool_within_the_noise_of_the_best_is_recommended() {

@@ -1,4 +1,4 @@
-//! Issue 17's goal, from the overhead rows of one run: at 64 clients sluice's CPU per
+//! The relay-cost goal, from the overhead rows of one run: at 64 clients sluice's CPU per
 //! relayed query at most 0.8 x HAProxy's and its QPS at least HAProxy's, at P=4 and at P=64;
 //! at 1 client its added p50 over direct no worse than HAProxy's. Every comparison is within
 //! one round (the targets measured one after the other), never across runs. The goal is
@@ -425,9 +425,9 @@ mod tests {
         assert_eq!(keys.len(), n, "{meta:?}");
     }
 
-    /// Issue 17's table: direct, HAProxy, sluice P=4 and P=64 (QPS; CPU µs per query at 64
+    /// A relay-cost table: direct, HAProxy, sluice P=4 and P=64 (QPS; CPU µs per query at 64
     /// clients), with p50s that give HAProxy +0.040 ms and sluice +0.035/+0.055 ms at 1 client.
-    fn issue17(round: usize) -> Vec<LevelResult> {
+    fn relay_cost_run(round: usize) -> Vec<LevelResult> {
         let row = |target: &str, pool: Option<usize>, clients, qps, p50_ms, cpu: Option<f64>| {
             LevelResult {
                 experiment: "overhead".into(),
@@ -455,7 +455,7 @@ mod tests {
 
     #[test]
     fn issue_17s_numbers_miss_the_cpu_goal_at_both_pool_sizes() {
-        let rows = issue17(1);
+        let rows = relay_cost_run(1);
         let refs: Vec<&LevelResult> = rows.iter().collect();
         let g = goals(&refs);
         assert_eq!(g.len(), 6, "{g:?}");
@@ -484,8 +484,8 @@ mod tests {
 
     #[test]
     fn ratios_stay_within_a_round_and_the_metadata_takes_their_median() {
-        let mut rows = issue17(1);
-        let mut second = issue17(2);
+        let mut rows = relay_cost_run(1);
+        let mut second = relay_cost_run(2);
         // Round 2 ran on a slower host: every time doubled, the ratios did not move...
         for r in &mut second {
             r.cpu_us_per_query = r.cpu_us_per_query.map(|c| c * 2.0);
@@ -530,10 +530,10 @@ mod tests {
         assert_eq!(get("overhead_direct_cpu_us_per_query_64_clients"), None);
     }
 
-    /// [`issue17`] with serial sluice (pipelining off) measured too: more CPU at 64 clients
+    /// [`relay_cost_run`] with serial sluice (pipelining off) measured too: more CPU at 64 clients
     /// than pipelined sluice at P=4 (58 against 43.5 µs), a little more at P=64 (30 against 27).
     fn with_serial(round: usize) -> Vec<LevelResult> {
-        let mut rows = issue17(round);
+        let mut rows = relay_cost_run(round);
         let serial = |pool, clients, qps, p50_ms, cpu| LevelResult {
             experiment: "overhead".into(),
             target: SERIAL.into(),
@@ -564,7 +564,7 @@ mod tests {
         assert_eq!(key("haproxy", None), "haproxy");
         assert_eq!(sluice_pools(&refs), [4, 64]);
         // The goals are judged on pipelined sluice alone, as without the serial rows.
-        let plain = issue17(1);
+        let plain = relay_cost_run(1);
         let plain_refs: Vec<&LevelResult> = plain.iter().collect();
         assert_eq!(goals(&refs), goals(&plain_refs));
         let p = pipelining(&refs);
@@ -660,7 +660,7 @@ mod tests {
         assert_eq!(key(SLEEP, Some(4)), "sluice_sleep_p4");
         // Neither is a pipelined sluice nor HAProxy: goals and pipelining as without them.
         assert_eq!(sluice_pools(&refs), [4, 64]);
-        let plain = issue17(1);
+        let plain = relay_cost_run(1);
         let plain_refs: Vec<&LevelResult> = plain.iter().collect();
         assert_eq!(goals(&refs), goals(&plain_refs));
         let serial = with_serial(1);
@@ -768,13 +768,13 @@ mod tests {
 
     #[test]
     fn nothing_is_judged_without_haproxy_or_direct() {
-        let rows: Vec<LevelResult> = issue17(1)
+        let rows: Vec<LevelResult> = relay_cost_run(1)
             .into_iter()
             .filter(|r| r.target != "haproxy")
             .collect();
         let refs: Vec<&LevelResult> = rows.iter().collect();
         assert!(goals(&refs).is_empty());
-        let no_direct: Vec<LevelResult> = issue17(1)
+        let no_direct: Vec<LevelResult> = relay_cost_run(1)
             .into_iter()
             .filter(|r| r.target != "direct")
             .collect();

@@ -1,7 +1,7 @@
-//! Experiment D, the seed's idle-connections study: for each workload (the knee query, then a
-//! point-select mix) and each N in IDLE_LEVELS (default 0..1500), N connections log in and stay idle while 4
-//! clients run it; directly at the server, then through sluice (where idle clients hold no
-//! server connection at all).
+//! Experiment D, the original study's idle connections: for each workload (the knee query,
+//! then a point-select mix) and each N in IDLE_LEVELS (default 0..1500), N connections log in
+//! and stay idle while 4 clients run it; directly at the server, then through sluice (where
+//! idle clients hold no server connection at all).
 
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use crate::measure::level::{Mode, Target};
 use crate::settings::Settings;
 use crate::workload::{Mix, Workload};
 
-/// Active clients, as in the seed study (a pool of 4).
+/// Active clients, as in the original study (a pool of 4).
 const IDLE_ACTIVE_CLIENTS: usize = 4;
 /// The workloads of the active clients.
 const IDLE_MIXES: [Mix; 2] = [Mix::Knee, Mix::PointSelect];
@@ -31,7 +31,7 @@ impl Experiment for Idle {
     fn plan(&self, s: &Settings, _: Duration) -> Plan {
         let targets = if cfg!(feature = "proxy") { 2 } else { 1 };
         let levels = targets * IDLE_MIXES.len() * s.idle_levels.len();
-        // Every level also opens its idle connections (about 1 ms each here).
+        // Every level also opens its idle connections (planned at 1 ms each).
         let opened: usize = s.idle_levels.iter().sum::<usize>() * targets * IDLE_MIXES.len();
         Plan::levels(levels, s).then(Plan::fixed(Duration::from_millis(opened as u64)))
     }

@@ -1,18 +1,18 @@
-//! Overhead (issue 17): what relaying a `SELECT 1` costs, side by side in one run: direct,
+//! Overhead (relay cost): what relaying a `SELECT 1` costs, side by side in one run: direct,
 //! the bare tokio relay (the floor), HAProxy in TCP mode with one thread (the plain C relay)
 //! and the sluice binary at P=4 and P=64, each pool size first with pipelining off
 //! (`--pipeline-depth 1`, target `sluice_serial`) and then as it ships, at 1 and 64 clients.
 //!
 //! Two more rows, at 1 client only, are about sluice's `backend_busy_poll` (the wait for a
-//! lone statement's reply polls the socket instead of sleeping in `epoll_wait`, which on this
-//! VM roughly doubles one client's `SELECT 1` throughput): HAProxy with `busy-polling`
+//! lone statement's reply polls the socket instead of sleeping in `epoll_wait`, which on a
+//! virtual machine spares the halted vCPU's wake-up): HAProxy with `busy-polling`
 //! (target `haproxy_busy`, right after HAProxy), the same trade made by the C relay and
 //! always on, so the fair anchor for the technique; and sluice P=4 with `--backend-busy-poll
 //! 0` (target `sluice_sleep`, right after sluice P=4), what busy polling saves. Busy polling
 //! only matters when a process would otherwise sleep between replies, so at 64 clients they
 //! would only lengthen the run ([`Relay::runs_at`]). Both are pinned like every relay, so
 //! HAProxy busy-polling spins on the CPU the load runs on: the trade as it falls on this
-//! host. Issue 17's goal stays judged on plain HAProxy and pipelined sluice; these rows give
+//! host. The relay-cost goal stays judged on plain HAProxy and pipelined sluice; these rows give
 //! informative lines only ([`relay_cost::busy_poll`]).
 //!
 //! Every relay is a process of its own, pinned to loadgen's CPUs (the server keeps its own:

@@ -39,8 +39,8 @@ const SYSCALL_MARGIN: Duration = Duration::from_millis(700);
 const WARM_QUERIES_PER_CLIENT: u64 = 20;
 const IDLE_MIN: Duration = Duration::from_millis(250);
 const IDLE: Duration = Duration::from_secs(1);
-/// callgrind: planned at this many queries per second under valgrind (sluice did 2,900-5,800
-/// here, the byte pipes 4,000-14,000), plus the start.
+/// callgrind: planned at this many queries per second under valgrind (below what sluice and
+/// the byte pipes run at under it), plus the start.
 const VALGRIND_QPS: u64 = 2000;
 const VALGRIND_START: Duration = Duration::from_secs(5);
 

@@ -1,9 +1,10 @@
-//! `loadgen soak`: the long run of issue 6. A release `sluice` runs as a child process (so its
-//! memory and descriptors are its own, read from `/proc/<pid>`); 10,000 idle clients log in
-//! through it and stay, while 512 active clients run the query in a closed loop. Every
-//! minute one row goes to `soak.csv`: sluice's RSS and open fds, its backend connections and
-//! clients (from `/metrics`), the active clients' QPS, p50 and p99, and errors so far. The
-//! end draws `soak.svg` and checks: RSS growth after warm-up <= 5 %, a flat fd count, no errors.
+//! `loadgen soak`: the long run that looks for leaks. A release `sluice` runs as a child
+//! process (so its memory and descriptors are its own, read from `/proc/<pid>`); 10,000 idle
+//! clients log in through it and stay, while 512 active clients run the query in a closed
+//! loop. Every minute one row goes to `soak.csv`: sluice's RSS and open fds, its backend
+//! connections and clients (from `/metrics`), the active clients' QPS, p50 and p99, and errors
+//! so far. The end draws `soak.svg` and checks: RSS growth after warm-up <= 5 %, a flat fd
+//! count, no errors.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;

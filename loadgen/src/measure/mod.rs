@@ -12,5 +12,7 @@ pub mod level;
 pub mod monitor;
 pub mod resources;
 pub mod stats;
+pub mod sysbench;
+pub mod sysbench_output;
 pub mod syscalls;
 pub mod timeline;

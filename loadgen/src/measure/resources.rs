@@ -89,6 +89,17 @@ pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// The CPUs process `pid` may run on, as the kernel says (`Cpus_allowed_list`); `?` when
+/// it is gone.
+pub fn cpus_allowed(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_else(|| "?".into())
+}
+
 /// Resident set size now and its peak, in MiB (`VmRSS`, `VmHWM`).
 pub fn rss_mib() -> (f64, f64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -124,6 +135,8 @@ mod tests {
         assert!(rss > 0.0 && peak >= rss);
         assert!(pid_cpu_ns(std::process::id()).is_some_and(|ns| ns > 0));
         assert_eq!(pid_cpu_ns(u32::MAX), None);
+        assert_ne!(cpus_allowed(std::process::id()), "?");
+        assert_eq!(cpus_allowed(u32::MAX), "?");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The run folder's CSV files: one per experiment (rewritten after every level, so an
-//! interrupted run keeps what it measured), E's timeline, the overhead experiment's syscalls
-//! and `run_metadata.csv`.
+//! interrupted run keeps what it measured), E's timeline, the overhead experiment's syscalls,
+//! the sysbench experiment's runs and `run_metadata.csv`.
 
 use std::path::Path;
 
@@ -32,6 +32,10 @@ pub const TIMELINE: &str = "expE_timeline.csv";
 pub const SOAK: &str = "soak.csv";
 /// The overhead experiment's syscalls, one by one.
 pub const SYSCALLS: &str = "overhead_syscalls.csv";
+/// The sysbench experiment's runs, their per-second lines, and their ratios to direct.
+pub const SYSBENCH: &str = "sysbench.csv";
+pub const SYSBENCH_INTERVALS: &str = "sysbench_intervals.csv";
+pub const SYSBENCH_RATIOS: &str = "sysbench_ratios.csv";
 /// Metadata keys holding the summary's notes: `note_1`, `note_2`, ...
 pub const NOTE_PREFIX: &str = "note_";
 

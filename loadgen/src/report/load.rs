@@ -1,11 +1,13 @@
 //! Reading a run folder back (`loadgen report`): its CSVs, metadata, notes, calibration, E's
-//! timeline and the overhead syscalls, into the [`Report`] the run held when it wrote them.
+//! timeline, the overhead syscalls and the sysbench runs, into the [`Report`] the run held when it wrote them.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::csv::{FILES, METADATA, NOTE_PREFIX, SOAK, SYSCALLS, TIMELINE};
+use super::csv::{
+    FILES, METADATA, NOTE_PREFIX, SOAK, SYSBENCH, SYSBENCH_INTERVALS, SYSCALLS, TIMELINE,
+};
 use super::results::Report;
 use crate::analysis::soak::Verdict;
 use crate::measure::calibration::Calibration;
@@ -54,6 +56,14 @@ pub fn load(dir: &Path) -> Result<Report> {
     let syscalls = dir.join(SYSCALLS);
     if syscalls.exists() {
         report.syscalls = read_all(&syscalls)?;
+    }
+    let sysbench = dir.join(SYSBENCH);
+    if sysbench.exists() {
+        report.sysbench = read_all(&sysbench)?;
+    }
+    let intervals = dir.join(SYSBENCH_INTERVALS);
+    if intervals.exists() {
+        report.sysbench_intervals = read_all(&intervals)?;
     }
     let soak = dir.join(SOAK);
     if soak.exists() {

@@ -1,6 +1,6 @@
 //! Everything written to the run folder: the CSVs ([`csv`]), `summary.txt` ([`summary`]),
 //! `run_metadata.csv` with its headline numbers ([`headline`]), and the SVG plots ([`plots`],
-//! [`relay_plot`], sharing [`chart`]), all from the run's [`results::Report`].
+//! [`relay_plot`], [`sysbench_plot`], sharing [`chart`]), all from the run's [`results::Report`].
 
 pub mod chart;
 pub mod csv;
@@ -10,6 +10,7 @@ pub mod plots;
 pub mod relay_plot;
 pub mod results;
 pub mod summary;
+pub mod sysbench_plot;
 
 use std::path::Path;
 
@@ -33,7 +34,11 @@ pub const SUMMARY: &str = "summary.txt";
 /// summary and the plots drawn.
 pub fn rewrite(dir: &Path) -> Result<(String, Vec<String>)> {
     let report = load::load(dir)?;
-    if report.rows.is_empty() && report.timeline.is_empty() && report.soak.is_empty() {
+    if report.rows.is_empty()
+        && report.timeline.is_empty()
+        && report.soak.is_empty()
+        && report.sysbench.is_empty()
+    {
         anyhow::bail!(
             "{} has metadata but no experiment CSVs to report",
             dir.display()

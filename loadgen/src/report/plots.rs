@@ -8,6 +8,7 @@ use plotters::prelude::*;
 use super::chart::{err, legend, COLORS, SIZE};
 use super::relay_plot;
 use super::results::Report;
+use super::sysbench_plot;
 use crate::measure::level::LevelResult;
 use crate::measure::timeline::{SoakSample, TimelineRow};
 
@@ -61,6 +62,9 @@ pub fn draw_all(rep: &Report) -> Result<Vec<String>> {
     }
     if relay_plot::draw(&rep.dir, &rep.rows_of("overhead"))? {
         written.push(relay_plot::FILE.into());
+    }
+    if sysbench_plot::draw(&rep.dir, &rep.sysbench)? {
+        written.push(sysbench_plot::FILE.into());
     }
     let auto: Vec<&TimelineRow> = rep.timeline.iter().filter(|s| s.config == "auto").collect();
     if !auto.is_empty() {

@@ -1,6 +1,6 @@
-//! `relay_cost.svg`: issue 17's goal at 64 clients as bars, one per relay (the median over
-//! the rounds): the relay's CPU per query with the goal line at 0.8 x HAProxy's above, QPS
-//! with HAProxy's below. Pipelined sluice is blue, serial sluice (pipelining off) orange.
+//! `relay_cost.svg`: the relay-cost goal at 64 clients as bars, one per relay (the median
+//! over the rounds): the relay's CPU per query with the goal line at 0.8 x HAProxy's above,
+//! QPS with HAProxy's below. Pipelined sluice is blue, serial sluice (pipelining off) orange.
 
 use std::path::Path;
 

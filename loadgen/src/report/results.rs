@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use super::csv;
 use crate::measure::calibration::Calibration;
 use crate::measure::level::LevelResult;
+use crate::measure::sysbench::{IntervalRow, SysbenchRow};
 use crate::measure::syscalls::SyscallRow;
 use crate::measure::timeline::{SoakSample, TimelineRow};
 
@@ -30,6 +31,9 @@ pub struct Report {
     pub soak: Vec<SoakSample>,
     /// The overhead experiment's syscalls, one by one.
     pub syscalls: Vec<SyscallRow>,
+    /// The sysbench experiment's runs, and their per-second lines.
+    pub sysbench: Vec<SysbenchRow>,
+    pub sysbench_intervals: Vec<IntervalRow>,
 }
 
 impl Report {
@@ -58,6 +62,11 @@ impl Report {
             .iter()
             .filter(|r| r.experiment == experiment)
             .collect()
+    }
+
+    /// Whether the run measured only sysbench (no loadgen clients, no loadgen table).
+    pub fn sysbench_only(&self) -> bool {
+        self.rows.is_empty() && !self.sysbench.is_empty()
     }
 
     /// The value of a metadata entry.
@@ -91,6 +100,17 @@ impl Report {
     /// Rewrites `overhead_syscalls.csv`.
     pub fn write_syscalls(&self) -> Result<()> {
         csv::write_all(&self.dir.join(csv::SYSCALLS), &self.syscalls)
+    }
+
+    /// Records a sysbench run and its per-second lines; rewrites their CSVs.
+    pub fn push_sysbench(&mut self, row: SysbenchRow, intervals: Vec<IntervalRow>) -> Result<()> {
+        self.sysbench.push(row);
+        self.sysbench_intervals.extend(intervals);
+        csv::write_all(&self.dir.join(csv::SYSBENCH), &self.sysbench)?;
+        csv::write_all(
+            &self.dir.join(csv::SYSBENCH_INTERVALS),
+            &self.sysbench_intervals,
+        )
     }
 
     /// Rewrites `expE_timeline.csv`.

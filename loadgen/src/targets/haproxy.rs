@@ -1,4 +1,5 @@
-//! HAProxy in TCP mode: the plain C relay issue 17 measures sluice against, in the same run.
+//! HAProxy in TCP mode: the plain C relay the relay-cost goal measures sluice against, in the
+//! same run.
 //!
 //! loadgen writes a minimal config of its own ([`config`]): `mode tcp`, one thread, loopback
 //! only, no log lines (so nothing goes to syslog), no health checks, and timeouts far longer
@@ -61,7 +62,7 @@ pub fn config(listen: &str, backend: &str, busy_polling: bool) -> String {
         ""
     };
     format!(
-        "# Written by loadgen overhead: HAProxy as a plain TCP relay (issue 17's C anchor).\n\
+        "# Written by loadgen overhead: HAProxy as a plain TCP relay (the C baseline for relay cost).\n\
          global\n\
          \x20   nbthread 1\n\
          \x20   maxconn {MAXCONN}\n\

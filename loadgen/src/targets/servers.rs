@@ -38,6 +38,23 @@ pub fn resolve_kind(
     }
 }
 
+/// MariaDB's and MySQL's default `max_prepared_stmt_count`, and the cap loadgen raises it to
+/// (MySQL's largest allowed value).
+const DEFAULT_PREPARED_STMTS: u64 = 16_382;
+const MAX_PREPARED_STMTS: u64 = 1_048_576;
+
+/// Server options beyond dbkit's for this run: with sysbench, room for every thread's
+/// prepared statements when it runs straight at the server, and the default's worth more.
+fn local_extra_args(s: &Settings) -> Vec<String> {
+    match s.prepared_statements_needed() {
+        Some(n) if n > DEFAULT_PREPARED_STMTS => {
+            let n = (n + DEFAULT_PREPARED_STMTS).min(MAX_PREPARED_STMTS);
+            vec![format!("--max-prepared-stmt-count={n}")]
+        }
+        _ => Vec::new(),
+    }
+}
+
 impl Backend {
     /// Starts (or adopts) the server the settings ask for.
     pub async fn start(s: &Settings) -> Result<Backend> {
@@ -73,6 +90,7 @@ impl Backend {
                     cpus: Some(s.server_cpus.clone()),
                     max_connections: (s.max_connections_needed() as u32).max(2000),
                     buffer_pool_mb: 256,
+                    extra_args: local_extra_args(s),
                     ..ServerOptions::default()
                 };
                 // Blocking (mariadb-install-db); the caller keeps awaiting it even after an
@@ -181,6 +199,23 @@ impl Backend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sysbench_runs_get_room_for_their_prepared_statements() {
+        use clap::Parser;
+        let settings = |args: &[&str]| {
+            let cli = crate::cli::Cli::try_parse_from(args).unwrap();
+            Settings::from_cli(cli, vec![0, 1]).unwrap()
+        };
+        assert_eq!(
+            local_extra_args(&settings(&["loadgen", "sysbench"])),
+            [format!("--max-prepared-stmt-count={}", 1024 * 38 + 16_382)]
+        );
+        // A few threads fit the default; experiments A to F never need more.
+        let small = settings(&["loadgen", "sysbench", "--sysbench-threads", "16"]);
+        assert!(local_extra_args(&small).is_empty());
+        assert!(local_extra_args(&settings(&["loadgen", "bench"])).is_empty());
+    }
 
     #[test]
     fn auto_prefers_url_then_local_then_docker() {

@@ -1,7 +1,7 @@
 //! The release `sluice` binary as a child process: the soak's ([`SluiceChild`]: started on
 //! free loopback ports, its memory and descriptors read from `/proc/<pid>`, its `/metrics`
-//! scraped, stopped with SIGTERM), and the overhead experiment's ([`command`], run as a
-//! [`super::process::RelayProcess`]).
+//! scraped, stopped with SIGTERM), and the overhead and sysbench experiments' ([`command`],
+//! [`default_command`], run as a [`super::process::RelayProcess`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -111,6 +111,23 @@ pub fn command(
         .args(["--pool-size", &pool.to_string()])
         .args(["--max-backend-connections", &(pool * 2).to_string()])
         .args(["--max-client-connections", &max_clients.to_string()])
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
+/// The command that runs `bin` on `listen` in front of `backend` with its default settings,
+/// accepting `user` (`NAME:PASSWORD`, passed through to the backend as the same account),
+/// warnings only in its log; the caller adds any other flag.
+pub fn default_command(
+    bin: &Path,
+    listen: SocketAddr,
+    backend: &str,
+    user: &str,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(["--listen", &listen.to_string()])
+        .args(["--backend", backend])
+        .args(["--user", user])
         .env("RUST_LOG", "warn");
     cmd
 }

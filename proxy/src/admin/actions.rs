@@ -8,7 +8,6 @@ use crate::config::{
 };
 use crate::context::Context;
 use crate::protocol::{codes, ErrorCode};
-use crate::registry::ClientPhase;
 
 use super::parser::LiveSetting;
 use super::show::{Cell, Kind, Table};
@@ -31,6 +30,8 @@ pub enum AdminError {
     },
     #[error("RELOAD refused, the running configuration is unchanged: {0}")]
     Reload(ConfigError),
+    #[error("RELOAD RULES refused, the rules in force are unchanged: {0}")]
+    ReloadRules(ConfigError),
     #[error("RELOAD needs a config file, and sluice was started without --config")]
     NoConfigFile,
     #[error("Unknown thread id: {0} (SHOW CLIENTS lists the client ids)")]
@@ -47,7 +48,9 @@ impl AdminError {
         match self {
             AdminError::Parse(_) => codes::PARSE_ERROR,
             AdminError::BadValue { .. } | AdminError::Invalid { .. } => codes::WRONG_VALUE_FOR_VAR,
-            AdminError::Reload(_) | AdminError::NoConfigFile => codes::UNKNOWN_ERROR,
+            AdminError::Reload(_) | AdminError::ReloadRules(_) | AdminError::NoConfigFile => {
+                codes::UNKNOWN_ERROR
+            }
             AdminError::NoSuchClient(_) | AdminError::ForeignClient { .. } => codes::NO_SUCH_THREAD,
             AdminError::PreparedStatement => codes::UNSUPPORTED_PS,
         }
@@ -112,9 +115,10 @@ fn value_of(c: &Config, setting: LiveSetting) -> String {
     }
 }
 
-/// Stops handing out slots, then waits (up to `timeout`) until the only slots still held
-/// belong to sessions idling inside a transaction: those cannot finish without their
-/// client, and pausing them would deadlock their COMMIT.
+/// Stops handing out slots, then waits (up to `timeout`) until no statement runs or queues.
+/// Sessions in a transaction or holding a lock are not paused (their statements take slots
+/// regardless): they cannot finish without their client, and pausing them would deadlock
+/// their COMMIT.
 pub async fn pause(ctx: &Context, timeout: Duration) -> Table {
     ctx.paused.send_replace(true);
     tracing::info!("admin PAUSE: no new statements get a backend");
@@ -139,16 +143,11 @@ pub async fn pause(ctx: &Context, timeout: Duration) -> Table {
     t
 }
 
-/// Statements that hold or are queued for a slot, minus the slots of idle transactions.
+/// Statements that run on a slot or are queued for one (a slot a transaction keeps between
+/// statements runs nothing).
 fn running_statements(ctx: &Context) -> u64 {
     let slots = ctx.pool.slots();
-    let idle_in_tx = ctx
-        .registry
-        .all()
-        .iter()
-        .filter(|c| c.phase() == ClientPhase::IdleInTransaction)
-        .count();
-    u64::from(slots.in_use()).saturating_sub(idle_in_tx as u64) + slots.waiting() as u64
+    u64::from(slots.running()) + slots.waiting() as u64
 }
 
 pub fn resume(ctx: &Context) {

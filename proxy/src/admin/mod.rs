@@ -2,8 +2,9 @@
 //! operator inspects and steers the running proxy (`mariadb -h127.0.0.1 -P6032 -uadmin -p`).
 //!
 //! - `parser`: text -> `AdminCommand`.
-//! - `show`: the SHOW result sets as plain tables.
+//! - `show`: the SHOW result sets as plain tables; `users`: SHOW USERS.
 //! - `actions`: SET, PAUSE, RESUME, RELOAD, SHUTDOWN, KILL.
+//! - `steer`: SHOW DIGESTS, SHOW RULES, RELOAD RULES.
 //! - `auth`: password check and the MySQL-style access-denied error.
 //!
 //! This file holds the listener and the opensrv shim. Only codes opensrv knows may be sent
@@ -13,6 +14,8 @@ pub mod actions;
 pub mod auth;
 pub mod parser;
 pub mod show;
+pub mod steer;
+mod users;
 
 use std::io;
 use std::net::SocketAddr;
@@ -232,7 +235,22 @@ impl Console {
                 ShowWhat::Config => show::config(ctx),
                 ShowWhat::Version => show::version(ctx),
                 ShowWhat::Latency => show::latency(ctx),
+                ShowWhat::Rules => steer::rules(ctx),
+                ShowWhat::Users => users::users(ctx),
             }),
+            AdminCommand::ShowDigests { order, limit } => {
+                Reply::Rows(steer::digests(ctx, order, limit))
+            }
+            AdminCommand::ResetDigests => {
+                ctx.digests.reset();
+                tracing::info!("admin RESET DIGESTS");
+                Reply::Done("digests reset".into())
+            }
+            AdminCommand::ReloadRules => {
+                let _one_at_a_time = self.config_change.lock().unwrap_or_else(|p| p.into_inner());
+                steer::reload_rules(ctx)?;
+                Reply::Rows(steer::rules(ctx))
+            }
             AdminCommand::Help => Reply::Rows(show::help()),
             AdminCommand::SelectVariable(name) => Reply::Rows(show::variable(&name)),
             AdminCommand::Set { setting, value } => {
@@ -242,6 +260,13 @@ impl Console {
             AdminCommand::Reload => {
                 let _one_at_a_time = self.config_change.lock().unwrap_or_else(|p| p.into_inner());
                 Reply::Rows(actions::reload_table(&actions::reload(ctx)?))
+            }
+            AdminCommand::Reconnect => {
+                let generation = ctx.globals.changed();
+                Reply::Done(format!(
+                    "logins from now on see the server's current globals (generation {generation}); \
+                     backends opened before retire once their sessions leave"
+                ))
             }
             AdminCommand::Pause => {
                 Reply::Rows(actions::pause(ctx, ctx.config().shutdown_timeout).await)

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::digests::Order;
+
 /// Everything the admin console understands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AdminCommand {
@@ -12,9 +14,20 @@ pub enum AdminCommand {
         setting: LiveSetting,
         value: String,
     },
+    /// `SHOW DIGESTS [ORDER BY total_time|count|p99|queued] [LIMIT n]`.
+    ShowDigests {
+        order: Order,
+        limit: Option<usize>,
+    },
+    ResetDigests,
     Pause,
     Resume,
     Reload,
+    /// `RELOAD RULES`: the file's `[[rules]]` only.
+    ReloadRules,
+    /// `RECONNECT`: the server's globals changed (a SET GLOBAL made on the server directly):
+    /// logins from now on get backends opened under them.
+    Reconnect,
     Shutdown,
     /// `KILL [CONNECTION] <client id>`.
     Kill(u32),
@@ -32,6 +45,8 @@ pub enum ShowWhat {
     Config,
     Version,
     Latency,
+    Rules,
+    Users,
 }
 
 /// Settings `SET` can change on the running proxy. `RELOAD` covers every live setting; these
@@ -113,6 +128,19 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("SHOW VERSION", "sluice and backend versions"),
     ("SHOW LATENCY", "queue-wait and backend-time percentiles"),
     (
+        "SHOW DIGESTS [ORDER BY total_time|count|p99|queued] [LIMIT n]",
+        "per statement shape, user, schema and server: counts, times, rows",
+    ),
+    ("RESET DIGESTS", "empty the digest table"),
+    (
+        "SHOW RULES",
+        "the query rules in force, with their counters",
+    ),
+    (
+        "SHOW USERS",
+        "the accounts logins are checked against (listed, and read from the server): source, plugin, state, last refresh",
+    ),
+    (
         "SET <setting> = <value>",
         "change a live setting, e.g. SET pool_size = 8",
     ),
@@ -122,6 +150,13 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     ("RESUME", "undo PAUSE"),
     ("RELOAD", "re-read the config file"),
+    ("RELOAD RULES", "re-read the config file's [[rules]] only"),
+    (
+        "RECONNECT",
+        "after a SET GLOBAL made on the server directly: new logins get fresh backend \
+         connections that see it; sessions already logged in keep what they saw (a SET GLOBAL \
+         through sluice does this by itself)",
+    ),
     ("SHUTDOWN", "drain and stop sluice"),
     ("KILL <client id>", "disconnect one client"),
     ("HELP", "this list"),
@@ -172,7 +207,14 @@ pub fn parse(text: &str) -> Result<AdminCommand, ParseError> {
         "SET" => parse_set(text),
         "PAUSE" => single(AdminCommand::Pause),
         "RESUME" => single(AdminCommand::Resume),
+        "RELOAD" if matches!(rest, [w] if w.eq_ignore_ascii_case("RULES")) => {
+            Ok(AdminCommand::ReloadRules)
+        }
         "RELOAD" => single(AdminCommand::Reload),
+        "RESET" if matches!(rest, [w] if w.eq_ignore_ascii_case("DIGESTS")) => {
+            Ok(AdminCommand::ResetDigests)
+        }
+        "RECONNECT" => single(AdminCommand::Reconnect),
         "SHUTDOWN" => single(AdminCommand::Shutdown),
         "HELP" => single(AdminCommand::Help),
         "KILL" => parse_kill(rest),
@@ -182,6 +224,11 @@ pub fn parse(text: &str) -> Result<AdminCommand, ParseError> {
 }
 
 fn parse_show(rest: &[&str], text: &str) -> Result<AdminCommand, ParseError> {
+    if let Some((first, more)) = rest.split_first() {
+        if first.eq_ignore_ascii_case("DIGESTS") {
+            return parse_show_digests(more);
+        }
+    }
     let [what] = rest else {
         return Err(ParseError::Unknown(text.to_string()));
     };
@@ -193,10 +240,49 @@ fn parse_show(rest: &[&str], text: &str) -> Result<AdminCommand, ParseError> {
         "CONFIG" => ShowWhat::Config,
         "VERSION" => ShowWhat::Version,
         "LATENCY" => ShowWhat::Latency,
+        "RULES" => ShowWhat::Rules,
+        "USERS" => ShowWhat::Users,
         "HELP" | "COMMANDS" => return Ok(AdminCommand::Help),
         _ => return Err(ParseError::Unknown(text.to_string())),
     };
     Ok(AdminCommand::Show(what))
+}
+
+/// The words after `SHOW DIGESTS`: `[ORDER BY <column>] [LIMIT n]`, in that order.
+fn parse_show_digests(words: &[&str]) -> Result<AdminCommand, ParseError> {
+    const USAGE: &str = "SHOW DIGESTS [ORDER BY total_time|count|p99|queued] [LIMIT n]";
+    let usage = |what: String| ParseError::Usage { what, usage: USAGE };
+    let is = |w: &&str, kw: &str| w.eq_ignore_ascii_case(kw);
+    let (mut order, mut limit) = (Order::default(), None);
+    let mut rest = words;
+    if let [o, by, column, more @ ..] = rest {
+        if is(o, "ORDER") && is(by, "BY") {
+            order = match column.to_ascii_lowercase().as_str() {
+                "total_time" => Order::TotalTime,
+                "count" => Order::Count,
+                "p99" => Order::P99,
+                "queued" => Order::Queued,
+                other => return Err(usage(format!("SHOW DIGESTS cannot order by {other:?}"))),
+            };
+            rest = more;
+        }
+    }
+    match rest {
+        [] => {}
+        [l, n] if is(l, "LIMIT") => {
+            limit = Some(
+                n.parse()
+                    .map_err(|_| usage(format!("{n:?} is not a row count")))?,
+            );
+        }
+        _ => {
+            return Err(usage(format!(
+                "SHOW DIGESTS does not take {:?}",
+                rest.join(" ")
+            )))
+        }
+    }
+    Ok(AdminCommand::ShowDigests { order, limit })
 }
 
 /// `SET name = value`, `SET name value` or `SET name TO value`; `SET GLOBAL name = value` too,
@@ -304,6 +390,7 @@ mod tests {
             ("stats", ShowWhat::Stats),
             ("config", ShowWhat::Config),
             ("version", ShowWhat::Version),
+            ("users", ShowWhat::Users),
         ] {
             assert_eq!(parse(&format!("show {text}")), Ok(AdminCommand::Show(what)));
         }
@@ -349,6 +436,7 @@ mod tests {
         assert_eq!(parse("pause"), Ok(AdminCommand::Pause));
         assert_eq!(parse("RESUME;"), Ok(AdminCommand::Resume));
         assert_eq!(parse("reload"), Ok(AdminCommand::Reload));
+        assert_eq!(parse("reconnect;"), Ok(AdminCommand::Reconnect));
         assert_eq!(parse("Shutdown"), Ok(AdminCommand::Shutdown));
         assert_eq!(parse("help"), Ok(AdminCommand::Help));
         assert!(matches!(parse("pause now"), Err(ParseError::Unknown(_))));
@@ -376,6 +464,49 @@ mod tests {
         assert!(matches!(parse("SELECT 1"), Err(ParseError::Unknown(_))));
         assert!(matches!(
             parse("SELECT @@a, @@b"),
+            Err(ParseError::Unknown(_))
+        ));
+    }
+
+    #[test]
+    fn digests_and_rules_commands() {
+        let show = |order, limit| Ok(AdminCommand::ShowDigests { order, limit });
+        assert_eq!(parse("SHOW DIGESTS"), show(Order::TotalTime, None));
+        assert_eq!(
+            parse("show digests order by count;"),
+            show(Order::Count, None)
+        );
+        assert_eq!(
+            parse("SHOW DIGESTS ORDER BY P99 LIMIT 5"),
+            show(Order::P99, Some(5))
+        );
+        assert_eq!(
+            parse("show digests limit 10"),
+            show(Order::TotalTime, Some(10))
+        );
+        assert_eq!(
+            parse("SHOW DIGESTS ORDER BY queued"),
+            show(Order::Queued, None)
+        );
+        for bad in [
+            "SHOW DIGESTS ORDER BY name",
+            "SHOW DIGESTS LIMIT x",
+            "SHOW DIGESTS LIMIT 5 ORDER BY count",
+            "SHOW DIGESTS extra",
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(matches!(e, ParseError::Usage { .. }), "{bad}: {e}");
+            assert!(
+                e.to_string().contains("total_time|count|p99|queued"),
+                "{bad}: {e}"
+            );
+        }
+        assert_eq!(parse("RESET DIGESTS"), Ok(AdminCommand::ResetDigests));
+        assert_eq!(parse("show rules"), Ok(AdminCommand::Show(ShowWhat::Rules)));
+        assert_eq!(parse("reload rules;"), Ok(AdminCommand::ReloadRules));
+        assert!(matches!(parse("RESET"), Err(ParseError::Unknown(_))));
+        assert!(matches!(
+            parse("RELOAD everything"),
             Err(ParseError::Unknown(_))
         ));
     }

@@ -395,6 +395,8 @@ pub fn stats(ctx: &Context, started: Instant) -> Table {
     counter("queue_timeouts".into(), s.queue_timeouts.load(Relaxed));
     counter("pin_refusals".into(), s.pin_refusals.load(Relaxed));
     counter("pin_overflows".into(), s.pin_overflows.load(Relaxed));
+    counter("slot_overflows".into(), s.slot_overflows.load(Relaxed));
+    counter("slots_kept".into(), s.slots_kept.load(Relaxed));
     counter("client_errors".into(), s.client_errors.load(Relaxed));
     counter("backend_connects".into(), s.backend_connects.load(Relaxed));
     counter("control_connects".into(), s.control_connects.load(Relaxed));
@@ -405,6 +407,7 @@ pub fn stats(ctx: &Context, started: Instant) -> Table {
     counter("replays".into(), s.replays.load(Relaxed));
     counter("bytes_to_clients".into(), s.bytes_to_clients.load(Relaxed));
     counter("ryw_fallbacks".into(), s.ryw_fallbacks.load(Relaxed));
+    counter("digests_evicted".into(), ctx.digests.evicted());
     for (name, _, n) in s.pipeline.rows().into_iter().chain(s.busy_poll.rows()) {
         counter(name.into(), n);
     }
@@ -444,6 +447,7 @@ pub fn stats(ctx: &Context, started: Instant) -> Table {
     gauge("slots_in_use", u64::from(snap.slots_in_use));
     gauge("queue_length", snap.waiting as u64);
     gauge("paused", u64::from(*ctx.paused.borrow()));
+    gauge("digests", ctx.digests.len() as u64);
     t
 }
 

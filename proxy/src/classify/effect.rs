@@ -17,6 +17,19 @@ pub enum LockName {
     Unknown,
 }
 
+/// How a statement reads the diagnostics area; the server treats the forms apart in what
+/// they leave of ROW_COUNT() and FOUND_ROWS().
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiagnosticsRead {
+    /// SHOW WARNINGS / SHOW ERRORS: ROW_COUNT() becomes -1, FOUND_ROWS() stays.
+    Show,
+    /// GET DIAGNOSTICS: both stay.
+    Get,
+    /// @@warning_count, @@error_count, SHOW COUNT(*) WARNINGS / ERRORS: a result like any
+    /// other SELECT's.
+    Value,
+}
+
 /// One thing a statement does that matters for pooling.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
@@ -61,8 +74,15 @@ pub enum Effect {
     FoundRows,
     /// LAST_INSERT_ID(), @@identity, @@last_insert_id.
     LastInsertIdRead,
-    /// CONNECTION_ID() is called.
+    /// LAST_INSERT_ID(expr): sets the value the session's later LAST_INSERT_ID() returns.
+    LastInsertIdSet,
+    /// IS_USED_LOCK(): names a lock's holder by its server thread id.
+    LockHolderRead,
+    /// CONNECTION_ID() is called, or `@@pseudo_thread_id` read.
     ConnectionIdRead,
+    /// NEXTVAL(s) or NEXT VALUE FOR s: sets the session's last value of sequence s, which
+    /// its LASTVAL(s) and PREVIOUS VALUE FOR s read (SETVAL() leaves it).
+    SequenceNext,
     /// CALL: a stored routine runs statements sluice cannot see (and may read CONNECTION_ID()).
     Call,
     /// A SET that could not be parsed, or whose value needs a subquery or a user variable.
@@ -85,8 +105,9 @@ pub enum Effect {
     Xa,
     /// XA START / XA BEGIN.
     XaStart,
-    /// GET DIAGNOSTICS, SHOW WARNINGS / ERRORS: read the previous statement's diagnostics.
-    Diagnostics,
+    /// GET DIAGNOSTICS, SHOW WARNINGS / ERRORS, @@warning_count: read the previous
+    /// statement's diagnostics.
+    Diagnostics(DiagnosticsRead),
     /// Runs SQL sluice cannot see (EXECUTE IMMEDIATE, BEGIN NOT ATOMIC, BINLOG), or sets a
     /// variable that lasts for the next statement only (`insert_id`, `rand_seed1/2`, as
     /// mysqlbinlog's output does), which no replay can move.

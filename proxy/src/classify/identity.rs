@@ -1,7 +1,8 @@
-//! Where `CONNECTION_ID()` is called, so that a session whose backend account may not set
-//! `pseudo_thread_id` can put the client's own id in its place; and where `ROW_COUNT()` and
-//! `FOUND_ROWS()` are, so that a session on another backend than its previous statement's
-//! can put that statement's outcome there.
+//! Where `CONNECTION_ID()` is called (or `@@pseudo_thread_id`, the same id, is read), so
+//! that a session whose backend account may not set `pseudo_thread_id` can put the client's
+//! own id in its place; and where `ROW_COUNT()` and `FOUND_ROWS()` are, so that a session
+//! on another backend than its previous statement's can put that statement's outcome there.
+//! A backquoted name followed by `(` calls the builtin as the plain name does.
 //!
 //! Only statements that run now are covered: the bodies of CREATE/ALTER (views, routines,
 //! triggers, events, column defaults) are stored and run later by any session, so a call
@@ -10,7 +11,7 @@
 
 use std::ops::Range;
 
-use super::lexer::{is_kw, Lexer, Quoting, Tok, Token};
+use super::lexer::{is_call_of, is_kw, Lexer, Quoting, Tok, Token};
 
 /// One `CONNECTION_ID()` call outside strings and comments.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,13 +64,108 @@ struct Frame {
     item_start: Option<usize>,
 }
 
-/// The `CONNECTION_ID()` calls of `sql` that the session may replace.
+/// The `CONNECTION_ID()` calls of `sql` that the session may replace, and the reads of
+/// `@@pseudo_thread_id` (`@@SESSION.`, `@@LOCAL.`), which is the same id: such a "call" is
+/// the variable's one token.
 pub(super) fn id_calls(sql: &[u8], quoting: Quoting) -> Vec<IdCall> {
-    calls_of(sql, b"connection_id", quoting)
+    calls(sql, Find::call(b"connection_id").or_variable(), quoting)
 }
 
 /// The calls of the argument-less function `name` in `sql` that the session may replace.
 pub(super) fn calls_of(sql: &[u8], name: &[u8], quoting: Quoting) -> Vec<IdCall> {
+    calls(sql, Find::call(name), quoting)
+}
+
+/// Whether the name of a system variable token (after its `@@`) is the session's
+/// `pseudo_thread_id` (bare, `SESSION.` or `LOCAL.`; there is no global one).
+pub(super) fn is_pseudo_thread_id(name: &[u8]) -> bool {
+    let (scope, bare) = match name.iter().rposition(|&b| b == b'.') {
+        Some(dot) => (&name[..dot], &name[dot + 1..]),
+        None => (&b""[..], name),
+    };
+    bare.eq_ignore_ascii_case(b"pseudo_thread_id")
+        && (scope.is_empty()
+            || scope.eq_ignore_ascii_case(b"session")
+            || scope.eq_ignore_ascii_case(b"local"))
+}
+
+/// The `LAST_INSERT_ID()` calls a session may replace with its own value: none when the
+/// statement also reads `@@last_insert_id` or `@@identity`, which no text can replace, or
+/// has a table value constructor, whose columns are named after their text and cannot
+/// take an alias (the value is then set on the backend first).
+pub(super) fn last_insert_id_calls(sql: &[u8], quoting: Quoting) -> Vec<IdCall> {
+    let tokens: Vec<Token> = Lexer::new(sql, quoting).collect();
+    let variable = tokens.iter().any(|t| {
+        let name = &sql[t.start..t.end];
+        let bare = name
+            .rsplit(|&b| b == b'.' || b == b'@')
+            .next()
+            .unwrap_or(name);
+        t.kind == Tok::SysVar
+            && (bare.eq_ignore_ascii_case(b"identity")
+                || bare.eq_ignore_ascii_case(b"last_insert_id"))
+    });
+    if variable || has_value_constructor(sql, &tokens) {
+        return Vec::new();
+    }
+    calls(sql, Find::call(b"last_insert_id"), quoting)
+}
+
+/// Whether a VALUES keyword starts a table value constructor: at the start of a statement,
+/// after `(` (a derived table, a CTE, a subquery) or after a set operation. After a table
+/// name or a column list it is an INSERT's, after `=` the VALUES() function.
+fn has_value_constructor(sql: &[u8], tokens: &[Token]) -> bool {
+    const BEFORE: &[&[u8]] = &[b"union", b"except", b"intersect", b"all", b"distinct"];
+    tokens.iter().enumerate().any(|(i, t)| {
+        let before = i.checked_sub(1).map(|j| &tokens[j]);
+        is_kw(sql, t, b"values")
+            && before.is_none_or(|b| {
+                matches!(b.kind, Tok::Punct(b'(' | b';')) || BEFORE.iter().any(|w| is_kw(sql, b, w))
+            })
+    })
+}
+
+/// The calls of function `name` with arguments, each from its name to its closing
+/// parenthesis.
+pub(super) fn calls_with_arguments(sql: &[u8], name: &[u8], quoting: Quoting) -> Vec<IdCall> {
+    calls(
+        sql,
+        Find {
+            arguments: true,
+            ..Find::call(name)
+        },
+        quoting,
+    )
+}
+
+/// What the scan looks for: calls of a function, perhaps with arguments, and perhaps the
+/// system variable that reads the same value.
+#[derive(Clone, Copy)]
+struct Find<'n> {
+    name: &'n [u8],
+    arguments: bool,
+    /// `@@pseudo_thread_id` counts as a call (of CONNECTION_ID()).
+    variable: bool,
+}
+
+impl<'n> Find<'n> {
+    fn call(name: &'n [u8]) -> Self {
+        Find {
+            name,
+            arguments: false,
+            variable: false,
+        }
+    }
+
+    fn or_variable(self) -> Self {
+        Find {
+            variable: true,
+            ..self
+        }
+    }
+}
+
+fn calls(sql: &[u8], find: Find<'_>, quoting: Quoting) -> Vec<IdCall> {
     let tokens: Vec<Token> = Lexer::new(sql, quoting).collect();
     let mut out = Vec::new();
     for stmt in tokens.split(|t| t.kind == Tok::Punct(b';')) {
@@ -77,32 +173,65 @@ pub(super) fn calls_of(sql: &[u8], name: &[u8], quoting: Quoting) -> Vec<IdCall>
             .first()
             .is_some_and(|t| is_kw(sql, t, b"create") || is_kw(sql, t, b"alter"));
         if !stored {
-            statement_calls(sql, stmt, name, &mut out);
+            statement_calls(sql, stmt, find, &mut out);
         }
     }
     out
 }
 
-fn is_call(sql: &[u8], t: &[Token], i: usize, name: &[u8]) -> bool {
-    is_kw(sql, &t[i], name)
-        && t.get(i + 1).is_some_and(|x| x.kind == Tok::Punct(b'('))
-        && t.get(i + 2).is_some_and(|x| x.kind == Tok::Punct(b')'))
-        && !(i > 0 && t[i - 1].kind == Tok::Punct(b'.'))
+/// Whether token `i` reads `@@pseudo_thread_id`, other than as what a SET assigns.
+fn reads_variable(sql: &[u8], t: &[Token], i: usize) -> bool {
+    let tok = &t[i];
+    let assigned = t.first().is_some_and(|f| is_kw(sql, f, b"set"))
+        && t.get(i + 1)
+            .is_some_and(|x| matches!(x.kind, Tok::Punct(b'=' | b':')));
+    tok.kind == Tok::SysVar && is_pseudo_thread_id(&sql[tok.start + 2..tok.end]) && !assigned
 }
 
-fn statement_calls(sql: &[u8], t: &[Token], name: &[u8], out: &mut Vec<IdCall>) {
+/// The index of the last token of a call at token `i`: for a function, the `)` right after
+/// its `(` without `arguments`, at the matching depth with them; for the variable, itself.
+fn call_end(sql: &[u8], t: &[Token], i: usize, find: Find<'_>) -> Option<usize> {
+    if find.variable && reads_variable(sql, t, i) {
+        return Some(i);
+    }
+    let (name, arguments) = (find.name, find.arguments);
+    let named = is_call_of(sql, &t[i], name)
+        && t.get(i + 1).is_some_and(|x| x.kind == Tok::Punct(b'('))
+        && !(i > 0 && t[i - 1].kind == Tok::Punct(b'.'));
+    if !named {
+        return None;
+    }
+    if !arguments {
+        return t
+            .get(i + 2)
+            .is_some_and(|x| x.kind == Tok::Punct(b')'))
+            .then_some(i + 2);
+    }
+    let mut depth = 0usize;
+    for (j, x) in t.iter().enumerate().skip(i + 1) {
+        match x.kind {
+            Tok::Punct(b'(') => depth += 1,
+            Tok::Punct(b')') if depth == 1 => return (j > i + 2).then_some(j),
+            Tok::Punct(b')') => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+fn statement_calls(sql: &[u8], t: &[Token], find: Find<'_>, out: &mut Vec<IdCall>) {
     let first = out.len();
     let mut frames = vec![Frame::default()];
     let mut items: Vec<Range<usize>> = Vec::new();
     let mut i = 0;
     while i < t.len() {
         let tok = &t[i];
-        if is_call(sql, t, i, name) {
+        if let Some(end) = call_end(sql, t, i, find) {
             out.push(IdCall {
-                span: tok.start..t[i + 2].end,
+                span: tok.start..t[end].end,
                 unnamed_item: None,
             });
-            i += 3;
+            i = end + 1;
             continue;
         }
         let depth = frames.len() - 1;
@@ -177,7 +306,8 @@ const OPERATOR_WORDS: &[&[u8]] = &[
     b"in", b"binary", b"case", b"when", b"then", b"else",
 ];
 
-/// An item without an alias: it ends in `)`, in a reserved word that ends an expression, in
+/// An item without an alias: it ends in `)`, in a system variable, in a reserved word that
+/// ends an expression, in
 /// the END of its CASE, or its last word follows an operator (`CONNECTION_ID() + 1`, `t.id`,
 /// `... IS NOT UNKNOWN`). `x AS name` and `expr name` have one. When unsure (`INTERVAL
 /// CONNECTION_ID() DAY`, where DAY could be an alias too), it counts as named: the rewrite then
@@ -188,7 +318,8 @@ fn unnamed(sql: &[u8], item: &[Token]) -> bool {
     };
     let is_any = |t: &Token, words: &[&[u8]]| words.iter().any(|w| is_kw(sql, t, w));
     let count = |w: &[u8]| item.iter().filter(|t| is_kw(sql, t, w)).count();
-    if last.kind == Tok::Punct(b')') || is_any(last, ENDING_WORDS) {
+    // An alias is a word or a quoted name: never a system variable.
+    if matches!(last.kind, Tok::Punct(b')') | Tok::SysVar) || is_any(last, ENDING_WORDS) {
         return true;
     }
     if is_kw(sql, last, b"end") && count(b"case") == count(b"end") {
@@ -294,6 +425,29 @@ mod tests {
                 "{item}"
             );
         }
+    }
+
+    #[test]
+    fn calls_with_arguments_span_to_their_closing_parenthesis() {
+        let sql = "SELECT IS_USED_LOCK(CONCAT('a', ')')), is_used_lock('b') AS h, IS_USED_LOCK()";
+        let found: Vec<(String, Option<String>)> =
+            calls_with_arguments(sql.as_bytes(), b"is_used_lock", Quoting::Backslash)
+                .into_iter()
+                .map(|c| {
+                    (
+                        sql[c.span].to_string(),
+                        c.unnamed_item.map(|r| sql[r].to_string()),
+                    )
+                })
+                .collect();
+        let first = "IS_USED_LOCK(CONCAT('a', ')'))";
+        assert_eq!(
+            found,
+            vec![
+                (first.to_string(), Some(first.to_string())),
+                ("is_used_lock('b')".to_string(), None)
+            ]
+        );
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! scan.
 
 use super::lexer::{ident_text, is_kw, Tok, Token};
-use super::{set, Classification, Effect, KillTarget, StatementKind, Stmt, PREFIX};
+use super::{
+    set, Classification, DiagnosticsRead, Effect, KillTarget, StatementKind, Stmt, PREFIX,
+};
 
 pub(super) fn dml_kind(sql: &[u8], tok: &Token) -> Option<StatementKind> {
     let is = |kw: &[u8]| is_kw(sql, tok, kw);
@@ -30,34 +32,86 @@ pub(super) fn finish(
     first: bool,
     c: &mut Classification,
 ) -> StatementKind {
-    use Effect as E;
-    use StatementKind as K;
-    let w = |i: usize, kw: &[u8]| stmt.word(sql, i, kw);
-    let e = &mut c.effects;
     let mut buf = [0u8; 12];
     let head = lower(sql, &stmt.prefix[0], &mut buf);
-    let kind = match head {
+    if head == b"set" {
+        let tokens = stmt.tokens.take().unwrap_or_default();
+        set::finish_set(sql, &tokens, first, stmt.for_mark, stmt.quoting, c);
+        return StatementKind::Set;
+    }
+    let words = Words { sql, stmt, head };
+    let kind = STEPS
+        .iter()
+        .find_map(|step| step(&words, c))
+        .unwrap_or(StatementKind::Other);
+    if first {
+        c.kind = kind;
+    }
+    kind
+}
+
+/// The statement's first words, as each step of [`finish`] reads them.
+struct Words<'a> {
+    sql: &'a [u8],
+    stmt: &'a Stmt,
+    /// The first word in lower case (empty if it is not a short word).
+    head: &'a [u8],
+}
+
+impl Words<'_> {
+    /// Whether word `i` of the statement is `kw`.
+    fn is(&self, i: usize, kw: &[u8]) -> bool {
+        self.stmt.word(self.sql, i, kw)
+    }
+
+    /// Whether `kw` is among the statement's first words, from word `from` on.
+    fn has(&self, from: usize, kw: &[u8]) -> bool {
+        self.stmt.has_word(self.sql, from, kw)
+    }
+
+    fn tokens(&self) -> &[Token] {
+        self.stmt.tokens.as_deref().unwrap_or_default()
+    }
+}
+
+/// One group of statements: their kind and effects, or `None` for a head it does not know.
+type Step = fn(&Words<'_>, &mut Classification) -> Option<StatementKind>;
+
+/// Tried in order; the first that knows the head decides. (Order matters where two groups
+/// share a first word: DROP PREPARE before DROP, LOAD DATA before LOAD INDEX.)
+const STEPS: [Step; 6] = [
+    reads_and_writes,
+    transactions,
+    locks,
+    prepared,
+    session,
+    schema,
+];
+
+/// SELECT and DML, and the statements that only read (EXPLAIN, DO).
+fn reads_and_writes(w: &Words<'_>, _: &mut Classification) -> Option<StatementKind> {
+    use StatementKind as K;
+    Some(match w.head {
         b"select" | b"table" | b"values" => K::Select,
-        b"" if stmt.prefix[0].kind == Tok::Punct(b'(') => K::Select,
-        b"with" => stmt.with_kind.unwrap_or(K::Other),
+        b"" if w.stmt.prefix[0].kind == Tok::Punct(b'(') => K::Select,
+        b"with" => w.stmt.with_kind.unwrap_or(K::Other),
         b"insert" => K::Insert,
         b"update" => K::Update,
         b"delete" => K::Delete,
         b"replace" => K::Replace,
-        b"set" => {
-            let tokens = stmt.tokens.take().unwrap_or_default();
-            set::finish_set(sql, &tokens, first, stmt.for_mark, stmt.quoting, c);
-            return K::Set;
-        }
-        b"use" => {
-            let t = stmt.tokens.as_deref().unwrap_or_default();
-            c.use_schema = match t {
-                [_, name] => ident_text(sql, name),
-                _ => None,
-            };
-            K::Use
-        }
-        b"begin" if w(1, b"not") => {
+        b"explain" | b"describe" | b"desc" => K::Explain,
+        b"do" => K::Do,
+        _ => return None,
+    })
+}
+
+/// BEGIN, COMMIT, ROLLBACK, savepoints and XA.
+fn transactions(w: &Words<'_>, c: &mut Classification) -> Option<StatementKind> {
+    use Effect as E;
+    use StatementKind as K;
+    let e = &mut c.effects;
+    Some(match w.head {
+        b"begin" if w.is(1, b"not") => {
             e.add(E::UnknownState);
             K::Other
         }
@@ -65,25 +119,48 @@ pub(super) fn finish(
             e.add(E::Begin);
             K::Begin
         }
-        b"start" if w(1, b"transaction") => {
+        b"start" if w.is(1, b"transaction") => {
             e.add(E::Begin);
             K::Begin
         }
         b"commit" | b"rollback" => {
-            if (1..stmt.count.min(PREFIX)).any(|i| w(i, b"release") && !w(i - 1, b"no")) {
+            if (1..w.stmt.count.min(PREFIX)).any(|i| w.is(i, b"release") && !w.is(i - 1, b"no")) {
                 e.add(E::Disconnects);
             }
-            if w(0, b"commit") {
+            if w.is(0, b"commit") {
                 K::Commit
-            } else if stmt.has_word(sql, 1, b"to") {
+            } else if w.has(1, b"to") {
                 K::Savepoint
             } else {
                 K::Rollback
             }
         }
         b"savepoint" => K::Savepoint,
-        b"release" if w(1, b"savepoint") => K::Savepoint,
-        b"lock" if w(1, b"instance") => {
+        b"release" if w.is(1, b"savepoint") => K::Savepoint,
+        b"xa" => {
+            e.add(E::Xa);
+            if w.is(1, b"start") || w.is(1, b"begin") {
+                e.add(E::XaStart);
+                K::Begin
+            } else if w.is(1, b"commit") {
+                K::Commit
+            } else if w.is(1, b"rollback") {
+                K::Rollback
+            } else {
+                K::Other
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// LOCK / UNLOCK TABLES and INSTANCE, FLUSH and BACKUP STAGE / LOCK.
+fn locks(w: &Words<'_>, c: &mut Classification) -> Option<StatementKind> {
+    use Effect as E;
+    use StatementKind as K;
+    let e = &mut c.effects;
+    Some(match w.head {
+        b"lock" if w.is(1, b"instance") => {
             e.add(E::LockInstance);
             K::Lock
         }
@@ -92,7 +169,7 @@ pub(super) fn finish(
             e.add(E::ImplicitCommit);
             K::Lock
         }
-        b"unlock" if w(1, b"instance") => {
+        b"unlock" if w.is(1, b"instance") => {
             e.add(E::UnlockInstance);
             K::Unlock
         }
@@ -100,12 +177,41 @@ pub(super) fn finish(
             e.add(E::UnlockTables);
             K::Unlock
         }
+        b"flush" => {
+            if let Some(lock) = flush_lock(w.sql, w.tokens()) {
+                e.add(lock);
+            }
+            e.add(E::ImplicitCommit);
+            K::Flush
+        }
+        b"backup" => {
+            e.add(if w.is(1, b"stage") && w.is(2, b"end") {
+                E::BackupStageEnd
+            } else if w.is(1, b"stage") {
+                E::BackupStage
+            } else if w.is(1, b"unlock") {
+                E::BackupUnlock
+            } else {
+                E::BackupLock
+            });
+            K::Other
+        }
+        _ => return None,
+    })
+}
+
+/// SQL-level prepared statements: PREPARE, EXECUTE, DEALLOCATE / DROP PREPARE.
+fn prepared(w: &Words<'_>, c: &mut Classification) -> Option<StatementKind> {
+    use Effect as E;
+    use StatementKind as K;
+    let e = &mut c.effects;
+    Some(match w.head {
         b"prepare" => {
             e.add(E::SqlPrepare);
             K::Prepare
         }
         b"execute" => {
-            if w(1, b"immediate") {
+            if w.is(1, b"immediate") {
                 e.add(E::UnknownState);
             }
             K::Execute
@@ -114,17 +220,82 @@ pub(super) fn finish(
             e.add(E::SqlDeallocate);
             K::Deallocate
         }
-        b"drop" if w(1, b"prepare") => {
+        b"drop" if w.is(1, b"prepare") => {
             e.add(E::SqlDeallocate);
             K::Deallocate
         }
+        _ => return None,
+    })
+}
+
+/// Statements about the session or the server: USE, KILL, SHOW, GET DIAGNOSTICS, CALL,
+/// HANDLER, LOAD DATA, BINLOG.
+fn session(w: &Words<'_>, c: &mut Classification) -> Option<StatementKind> {
+    use Effect as E;
+    use StatementKind as K;
+    Some(match w.head {
+        b"use" => {
+            c.use_schema = match w.tokens() {
+                [_, name] => ident_text(w.sql, name),
+                _ => None,
+            };
+            K::Use
+        }
+        b"kill" => {
+            c.kill = kill_target(w.sql, w.tokens());
+            K::Kill
+        }
+        b"show" => {
+            if w.is(1, b"warnings") || w.is(1, b"errors") {
+                c.effects.add(E::Diagnostics(DiagnosticsRead::Show));
+            } else if w.is(1, b"count") {
+                c.effects.add(E::Diagnostics(DiagnosticsRead::Value));
+            }
+            K::Show
+        }
+        b"get" => {
+            if w.has(1, b"diagnostics") {
+                c.effects.add(E::Diagnostics(DiagnosticsRead::Get));
+            }
+            K::Other
+        }
+        b"call" => {
+            c.effects.add(E::Call);
+            K::Call
+        }
+        b"handler" => {
+            if w.has(2, b"open") {
+                c.effects.add(E::HandlerOpen);
+            }
+            K::Handler
+        }
+        b"load" if w.is(1, b"data") || w.is(1, b"xml") => {
+            if w.has(2, b"local") {
+                c.effects.add(E::LoadLocalInfile);
+            }
+            K::LoadData
+        }
+        b"binlog" => {
+            c.effects.add(E::UnknownState);
+            K::Other
+        }
+        _ => return None,
+    })
+}
+
+/// CREATE, DROP, ALTER and the other statements that commit implicitly.
+fn schema(w: &Words<'_>, c: &mut Classification) -> Option<StatementKind> {
+    use Effect as E;
+    use StatementKind as K;
+    let e = &mut c.effects;
+    Some(match w.head {
         b"create" | b"drop" => {
-            e.add(if stmt.has_word(sql, 1, b"temporary") {
+            e.add(if w.has(1, b"temporary") {
                 E::TemporaryTable
             } else {
                 E::ImplicitCommit
             });
-            if w(0, b"create") {
+            if w.is(0, b"create") {
                 K::Create
             } else {
                 K::Drop
@@ -134,87 +305,13 @@ pub(super) fn finish(
             e.add(E::ImplicitCommit);
             K::Alter
         }
-        b"kill" => {
-            c.kill = kill_target(sql, stmt.tokens.as_deref().unwrap_or_default());
-            K::Kill
-        }
-        b"show" => {
-            if w(1, b"warnings") || w(1, b"errors") || w(1, b"count") {
-                e.add(E::Diagnostics);
-            }
-            K::Show
-        }
-        b"call" => {
-            e.add(E::Call);
-            K::Call
-        }
-        b"do" => K::Do,
-        b"flush" => {
-            if let Some(lock) = flush_lock(sql, stmt.tokens.as_deref().unwrap_or_default()) {
-                e.add(lock);
-            }
-            e.add(E::ImplicitCommit);
-            K::Flush
-        }
-        b"handler" => {
-            if stmt.has_word(sql, 2, b"open") {
-                e.add(E::HandlerOpen);
-            }
-            K::Handler
-        }
-        b"load" if w(1, b"data") || w(1, b"xml") => {
-            if stmt.has_word(sql, 2, b"local") {
-                e.add(E::LoadLocalInfile);
-            }
-            K::LoadData
-        }
-        b"xa" => {
-            e.add(E::Xa);
-            if w(1, b"start") || w(1, b"begin") {
-                e.add(E::XaStart);
-                K::Begin
-            } else if w(1, b"commit") {
-                K::Commit
-            } else if w(1, b"rollback") {
-                K::Rollback
-            } else {
-                K::Other
-            }
-        }
-        b"explain" | b"describe" | b"desc" => K::Explain,
-        b"get" => {
-            if stmt.has_word(sql, 1, b"diagnostics") {
-                e.add(E::Diagnostics);
-            }
-            K::Other
-        }
-        b"backup" => {
-            e.add(if w(1, b"stage") && w(2, b"end") {
-                E::BackupStageEnd
-            } else if w(1, b"stage") {
-                E::BackupStage
-            } else if w(1, b"unlock") {
-                E::BackupUnlock
-            } else {
-                E::BackupLock
-            });
-            K::Other
-        }
-        b"binlog" => {
-            e.add(E::UnknownState);
-            K::Other
-        }
         b"rename" | b"truncate" | b"grant" | b"revoke" | b"analyze" | b"optimize" | b"repair"
         | b"install" | b"uninstall" | b"reset" | b"cache" | b"load" => {
             e.add(E::ImplicitCommit);
             K::Other
         }
-        _ => K::Other,
-    };
-    if first {
-        c.kind = kind;
-    }
-    kind
+        _ => return None,
+    })
 }
 
 /// The lock a FLUSH statement takes: `FLUSH [LOCAL | NO_WRITE_TO_BINLOG] TABLES WITH READ LOCK`

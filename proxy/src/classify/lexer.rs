@@ -258,6 +258,24 @@ pub(crate) fn is_kw(sql: &[u8], tok: &Token, kw: &[u8]) -> bool {
         && sql[tok.start..tok.end].eq_ignore_ascii_case(kw)
 }
 
+/// The name a token gives a function it calls (the token is followed by `(`): a word as it
+/// is, a backquoted identifier without its quotes (MariaDB calls its builtin for
+/// `` `LAST_INSERT_ID`() `` as for `LAST_INSERT_ID()`); `None` for any other token.
+pub(crate) fn call_name<'a>(sql: &'a [u8], tok: &Token) -> Option<&'a [u8]> {
+    let raw = &sql[tok.start..tok.end];
+    match tok.kind {
+        Tok::Word => Some(raw),
+        Tok::Quoted if raw.len() >= 2 && raw[raw.len() - 1] == b'`' => Some(&raw[1..raw.len() - 1]),
+        _ => None,
+    }
+}
+
+/// True when `tok`, followed by `(`, calls the function `name` (given in lower case),
+/// compared case-insensitively: a word or a backquoted identifier ([`call_name`]).
+pub(crate) fn is_call_of(sql: &[u8], tok: &Token, name: &[u8]) -> bool {
+    call_name(sql, tok).is_some_and(|n| n.len() == name.len() && n.eq_ignore_ascii_case(name))
+}
+
 /// The text of an identifier-like token without its quotes (`` `a``b` `` -> "a`b").
 pub(crate) fn ident_text(sql: &[u8], tok: &Token) -> Option<String> {
     let raw = &sql[tok.start..tok.end];

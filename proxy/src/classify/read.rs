@@ -126,9 +126,12 @@ pub(super) fn with_effects(verdict: ReadSafety, effects: &Effects) -> ReadSafety
             Effect::GetLock(_) | Effect::ReleaseLock(_) | Effect::ReleaseAllLocks => {
                 WriterOnly::Lock
             }
-            Effect::FoundRows | Effect::LastInsertIdRead | Effect::Diagnostics => {
-                WriterOnly::SessionDependent
-            }
+            Effect::FoundRows
+            | Effect::LastInsertIdRead
+            | Effect::LastInsertIdSet
+            | Effect::Diagnostics(_) => WriterOnly::SessionDependent,
+            Effect::LockHolderRead => WriterOnly::Lock,
+            Effect::SequenceNext => WriterOnly::Sequence,
             Effect::Call => WriterOnly::UnknownFunction,
             _ => WriterOnly::NotARead,
         };

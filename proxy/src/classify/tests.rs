@@ -31,7 +31,10 @@ fn effect_name(e: &Effect) -> String {
         Effect::SqlDeallocate => "sql_deallocate",
         Effect::FoundRows => "found_rows",
         Effect::LastInsertIdRead => "last_insert_id_read",
+        Effect::LastInsertIdSet => "last_insert_id_set",
+        Effect::LockHolderRead => "lock_holder_read",
         Effect::ConnectionIdRead => "connection_id",
+        Effect::SequenceNext => "sequence_next",
         Effect::Call => "call",
         Effect::UnknownSet => "unknown_set",
         Effect::SetTransactionNext => "set_transaction_next",
@@ -43,7 +46,9 @@ fn effect_name(e: &Effect) -> String {
         Effect::GlobalSet => "global_set",
         Effect::Xa => "xa",
         Effect::XaStart => "xa_start",
-        Effect::Diagnostics => "diagnostics",
+        Effect::Diagnostics(DiagnosticsRead::Show) => "diagnostics",
+        Effect::Diagnostics(DiagnosticsRead::Get) => "get_diagnostics",
+        Effect::Diagnostics(DiagnosticsRead::Value) => "diagnostics_value",
         Effect::UnknownState => "unknown_state",
         Effect::Disconnects => "disconnects",
         Effect::LoadLocalInfile => "load_local_infile",
@@ -64,7 +69,7 @@ fn check(sql: &str, kind: StatementKind, effects: &[&str]) -> Classification {
     let c = classify(sql.as_bytes());
     assert_eq!(
         c,
-        classify_all(sql.as_bytes(), Quoting::Backslash),
+        classify_all(sql.as_bytes(), Quoting::Backslash, None),
         "fast path disagrees on {sql:?}"
     );
     let want: Vec<String> = effects.iter().map(|s| s.to_string()).collect();
@@ -129,6 +134,12 @@ fn statement_forms() {
         ("SELECT ROW_COUNT()", K::Select, &["found_rows"]),
         ("SELECT LAST_INSERT_ID()", K::Select, &["last_insert_id_read"]),
         ("SELECT @@identity", K::Select, &["last_insert_id_read"]),
+        ("SELECT LAST_INSERT_ID(5)", K::Select, &["last_insert_id_set"]),
+        ("DO last_insert_id( /* c */ 7)", K::Do, &["last_insert_id_set"]),
+        ("UPDATE t SET id = LAST_INSERT_ID(id + 1)", K::Update, &["last_insert_id_set"]),
+        ("SELECT LAST_INSERT_ID(LAST_INSERT_ID() + 1)", K::Select, &["last_insert_id_set", "last_insert_id_read"]),
+        ("SELECT LAST_INSERT_ID( )", K::Select, &["last_insert_id_read"]),
+        ("SELECT IS_USED_LOCK('a'), is_used_lock(?)", K::Select, &["lock_holder_read"]),
         ("SELECT CONNECTION_ID()", K::Select, &["connection_id"]),
         ("SELECT * FROM t FOR UPDATE", K::Select, &[]),
         ("CREATE TEMPORARY TABLE t (id INT)", K::Create, &["temporary_table"]),
@@ -189,11 +200,12 @@ fn statement_forms() {
         ("XA COMMIT 'x'", K::Commit, &["xa"]),
         ("XA ROLLBACK 'x'", K::Rollback, &["xa"]),
         ("SHOW WARNINGS", K::Show, &["diagnostics"]),
-        ("SHOW COUNT(*) ERRORS", K::Show, &["diagnostics"]),
-        ("SELECT @@warning_count", K::Select, &["diagnostics"]),
-        ("SELECT @@session.ERROR_COUNT, 1", K::Select, &["diagnostics"]),
+        ("SHOW ERRORS LIMIT 1", K::Show, &["diagnostics"]),
+        ("SHOW COUNT(*) ERRORS", K::Show, &["diagnostics_value"]),
+        ("SELECT @@warning_count", K::Select, &["diagnostics_value"]),
+        ("SELECT @@session.ERROR_COUNT, 1", K::Select, &["diagnostics_value"]),
         ("SHOW TABLES", K::Show, &[]),
-        ("GET DIAGNOSTICS @n = NUMBER", K::Other, &["user_variable_write", "diagnostics"]),
+        ("GET DIAGNOSTICS @n = NUMBER", K::Other, &["user_variable_write", "get_diagnostics"]),
         ("CALL p(1)", K::Call, &["call"]),
         ("HANDLER t OPEN", K::Handler, &["handler_open"]),
         ("HANDLER db.t OPEN AS h", K::Handler, &["handler_open"]),
@@ -222,6 +234,62 @@ fn statement_forms() {
     for (sql, kind, effects) in rows {
         check(sql, *kind, effects);
     }
+}
+
+#[test]
+fn sequences_backquoted_builtins_and_the_pseudo_thread_id() {
+    #[rustfmt::skip]
+    let rows: &[(&str, StatementKind, &[&str])] = &[
+        ("SELECT NEXTVAL(s)", K::Select, &["sequence_next"]),
+        ("select nextval(db.s), NEXTVAL(t)", K::Select, &["sequence_next"]),
+        ("SELECT NEXT VALUE FOR s", K::Select, &["sequence_next"]),
+        ("INSERT INTO t VALUES (next value for s)", K::Insert, &["sequence_next"]),
+        // Reads of the last value, and SETVAL(), leave it.
+        ("SELECT LASTVAL(s), PREVIOUS VALUE FOR s", K::Select, &[]),
+        ("SELECT SETVAL(s, 10)", K::Select, &[]),
+        // A backquoted name calls the builtin, except the sequence functions (keywords).
+        ("SELECT `LAST_INSERT_ID`()", K::Select, &["last_insert_id_read"]),
+        ("SELECT `last_insert_id`(5)", K::Select, &["last_insert_id_set"]),
+        ("SELECT `CONNECTION_ID`()", K::Select, &["connection_id"]),
+        ("SELECT `ROW_COUNT`(), `found_rows`()", K::Select, &["found_rows"]),
+        ("SELECT `GET_LOCK`('a', 0)", K::Select, &["get_lock(a)"]),
+        ("SELECT `nextval`(s)", K::Select, &[]),
+        ("SELECT `LAST_INSERT_ID`", K::Select, &[]),
+        // @@pseudo_thread_id reads the connection's id.
+        ("SELECT @@pseudo_thread_id", K::Select, &["connection_id"]),
+        ("SELECT @@SESSION.pseudo_thread_id + 1", K::Select, &["connection_id"]),
+        ("SELECT @@global.pseudo_thread_id", K::Select, &[]),
+    ];
+    for (sql, kind, effects) in rows {
+        check(sql, *kind, effects);
+    }
+    let calls = |sql: &str| -> Vec<String> {
+        classify(sql.as_bytes())
+            .id_calls
+            .iter()
+            .map(|c| sql[c.span.clone()].to_string())
+            .collect()
+    };
+    assert_eq!(
+        calls("SELECT @@pseudo_thread_id = CONNECTION_ID(), @@session.PSEUDO_THREAD_ID"),
+        [
+            "@@pseudo_thread_id",
+            "CONNECTION_ID()",
+            "@@session.PSEUDO_THREAD_ID"
+        ]
+    );
+    assert_eq!(calls("SELECT `connection_id`()"), ["`connection_id`()"]);
+    // What a SET assigns is no read.
+    assert!(calls("SET @@pseudo_thread_id = 5").is_empty());
+    assert_eq!(calls("SET @a = @@pseudo_thread_id"), ["@@pseudo_thread_id"]);
+    let lid = |sql: &str| classify(sql.as_bytes()).last_insert_id_calls.len();
+    assert_eq!(lid("SELECT `LAST_INSERT_ID`()"), 1);
+    assert_eq!(lid("INSERT INTO t VALUES (LAST_INSERT_ID())"), 1);
+    assert_eq!(lid("INSERT INTO t (a) VALUES (LAST_INSERT_ID())"), 1);
+    // A table value constructor's column is named after its text: no call is replaced.
+    assert_eq!(lid("VALUES (LAST_INSERT_ID())"), 0);
+    assert_eq!(lid("SELECT * FROM (VALUES (LAST_INSERT_ID())) AS v"), 0);
+    assert_eq!(lid("SELECT 1 UNION VALUES (LAST_INSERT_ID())"), 0);
 }
 
 fn sv(name: &str, value: &str) -> SetItem {

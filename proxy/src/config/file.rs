@@ -54,4 +54,9 @@ pub struct FileUser {
     pub backend_user: Option<String>,
     #[serde(default)]
     pub backend_password: Option<String>,
+    /// Per-user limits (0: none; unset: max_user_client_connections / max_user_concurrency).
+    #[serde(default)]
+    pub max_client_connections: Option<u32>,
+    #[serde(default)]
+    pub max_concurrency: Option<u32>,
 }

@@ -1,6 +1,6 @@
-//! The value types of the replica settings (issue 15): `read_write_split`, `primary_reads`,
-//! `read_your_writes`. `topology::route` uses these same types (config depends on nothing
-//! above it, so they live here).
+//! The value types of the settings for reads on replicas: `read_write_split`,
+//! `primary_reads`, `read_your_writes`. `topology::route` uses these same types (config
+//! depends on nothing above it, so they live here).
 
 use std::fmt;
 use std::str::FromStr;

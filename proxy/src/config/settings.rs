@@ -48,7 +48,7 @@ pub(crate) const LIST_SETTINGS: [SettingDoc; 4] = [
         default: "",
         unit: "list",
         live: true,
-        description: "Clients sluice accepts; at least one is required. TOML: `[[users]]` tables with `name`, `password` and optional `auth_plugin`, `backend_user`, `backend_password`. Flag: `--user NAME:PASSWORD`, repeatable. Env: comma-separated `NAME:PASSWORD` pairs. A higher source replaces the whole list. A password `*<40 hex>` is a mysql_native_password hash: that user can only use mysql_native_password and needs backend credentials.",
+        description: "Clients sluice accepts; at least one unless auth_source reads the server's accounts. TOML: `[[users]]` tables; flag: `--user NAME:PASSWORD`, repeatable; env: comma-separated `NAME:PASSWORD` pairs. A higher source replaces the whole list.",
     },
     SettingDoc {
         name: "admin_users",
@@ -66,7 +66,7 @@ pub(crate) const LIST_SETTINGS: [SettingDoc; 4] = [
         default: "",
         unit: "list of host:port or unix:/path",
         live: false,
-        description: "Every server of one replication setup (a primary and its replicas), each written like `backend`. TOML: `servers = [\"db1:3306\", \"db2:3306\"]`; flag `--server`, repeatable; env comma-separated. Roles are discovered, never configured: every monitor_interval sluice reads each server's read_only, replica status and GTID position, and the writer is the one server with read_only=OFF that replicates from nobody. Each server gets its own pool_size slots, its own `auto` limiter and its own max_backend_connections. Unset: the one server in `backend` (setting both is an error).",
+        description: "Every server of one replication setup (a primary and its replicas), each written like `backend`; roles are discovered, never configured. TOML: `servers = [\"db1:3306\", \"db2:3306\"]`; flag `--server`, repeatable; env comma-separated. Unset: the one server in `backend`.",
     },
 ];
 
@@ -108,6 +108,8 @@ macro_rules! settings {
             pub admin_users: Option<Vec<FileUser>>,
             #[serde(default)]
             pub servers: Option<Vec<String>>,
+            #[serde(default)]
+            pub rules: Option<Vec<super::rules::FileRule>>,
         }
 
         impl FileConfig {
@@ -124,37 +126,43 @@ settings! {
     listen, "SLUICE_LISTEN", "--listen", "127.0.0.1:6033", "address", false,
         "Address clients connect to (`ip:port`; port 0 picks a free port).";
     backend, "SLUICE_BACKEND", "--backend", "127.0.0.1:3306", "host:port or unix:/path", false,
-        "The MySQL or MariaDB server: host:port over TCP (a host name is resolved at every connect), or its Unix socket on this host as unix:/path/to/mysqld.sock (or just the absolute path), which saves the TCP stack's CPU on both sides. A Unix socket carries no TLS: backend_tls must be disabled or preferred with it.";
+        "The MySQL or MariaDB server: host:port over TCP (a host name is resolved at every connect), or its Unix socket on this host as unix:/path (or the absolute path), which saves the TCP stack's CPU. A Unix socket carries no TLS: backend_tls must be disabled or preferred.";
     backend_user, "SLUICE_BACKEND_USER", "--backend-user", "", "name", true,
         "User sluice logs in to the backend as, for users without their own `backend_user`. Unset: each client's own name (pass-through).";
     backend_password, "SLUICE_BACKEND_PASSWORD", "--backend-password", "", "password", true,
         "Password for the backend login, for users without their own `backend_password`. Unset: each client's own password.";
     default_auth_plugin, "SLUICE_DEFAULT_AUTH_PLUGIN", "--default-auth-plugin", "mysql_native_password", "plugin", true,
         "Auth plugin sluice asks clients to use, unless a user sets `auth_plugin`: `mysql_native_password` or `caching_sha2_password`.";
+    auth_source, "SLUICE_AUTH_SOURCE", "--auth-source", "", "list|server|both", true,
+        "Where client accounts come from: `list` (the `users` list only), `server` (the server's own accounts, read as auth_user, so applications keep their names and passwords) or `both` (the list first). Unset: `list` with a `users` list, `server` with auth_user and no list.";
+    auth_user, "SLUICE_AUTH_USER", "--auth-user", "", "NAME:PASSWORD", true,
+        "Service account (NAME:PASSWORD) that reads the account table for auth_source = server or both. Its only grant: SELECT on mysql.global_priv (MariaDB 10.4+) or mysql.user (MySQL). sluice refuses to start when it cannot log in or lacks the grant.";
+    auth_cache_ttl, "SLUICE_AUTH_CACHE_TTL", "--auth-cache-ttl", "30s", "duration", true,
+        "How long an account read from the server is used before it is read again (unknown names too). A failed login re-reads at once, so a changed password works at the next login. While the table cannot be read, cached accounts work until this passes. 0: read at every login.";
     pool_size, "SLUICE_POOL_SIZE", "--pool-size", "4", "statements", true,
-        "Execution slots: at most this many statements run on the backend at once (a fair FIFO queue for the rest). `auto` finds the server's throughput knee between min_pool_size and max_pool_size (never above max_backend_connections) and keeps re-probing as the load changes; SHOW POOLS says why the limit last moved.";
+        "Execution slots: at most this many statements run on the backend at once; the rest wait in a fair FIFO queue. `auto` finds the server's throughput knee between min_pool_size and max_pool_size and keeps re-probing as the load changes; SHOW POOLS says why it last moved.";
     min_pool_size, "SLUICE_MIN_POOL_SIZE", "--min-pool-size", "1", "statements", true,
         "Lower bound for `pool_size = auto`, and where it starts.";
     max_pool_size, "SLUICE_MAX_POOL_SIZE", "--max-pool-size", "64", "statements", true,
         "Upper bound for `pool_size = auto`.";
     max_backend_connections, "SLUICE_MAX_BACKEND_CONNECTIONS", "--max-backend-connections", "auto", "connections", true,
-        "Cap on open backend connections, idle and pinned ones included. `auto`: the server's max_connections less a tenth (at least 10) for other clients, monitoring and sluice's own control connections, read at start or, when sluice starts before its server, at the first connection (151, the MySQL default, is assumed until then). A number overrides it and must be at least pool_size; with several sluice instances in front of one server, give each its share. pool_size connections always stay for statements that do not pin: at most max_backend_connections - pool_size sessions can be pinned (temporary tables, user variables, named locks, ...). SHOW POOLS and /metrics show the pinned ones against that cap.";
+        "Cap on open backend connections, idle and pinned ones included; at least pool_size. `auto`: the server's max_connections less a tenth (at least 10). Give each of several sluice instances in front of one server its share. The connections beyond pool_size are what pinned sessions can hold.";
     max_client_connections, "SLUICE_MAX_CLIENT_CONNECTIONS", "--max-client-connections", "10000", "connections", true,
         "Clients beyond this get error 1040 (Too many connections) at the handshake.";
     queue_timeout, "SLUICE_QUEUE_TIMEOUT", "--queue-timeout", "30s", "duration", true,
-        "A statement that waited this long for an execution slot gets error 9001; the session stays usable.";
+        "A statement that waited this long for an execution slot gets error 9001; the session stays usable. One inside a transaction or holding a lock runs beyond pool_size instead.";
     max_queue_wait, "SLUICE_MAX_QUEUE_WAIT", "--max-queue-wait", "", "duration", true,
-        "Latency-target admission: a statement whose expected queue wait (queued statements x mean slot time / pool size) exceeds this is refused at once with the retryable error 9002 (HY000) instead of queueing, and one admitted on a wrong estimate is refused once it has waited this long. The expected wait may reach 40% of this for a session just served, growing with the time since the session last got a slot to 80% after 10 x max_queue_wait: under sustained overload the clients that waited longest get the next places, and the margin absorbs the estimate's error. Sessions in a transaction are never refused. Unset: off.";
+        "Latency-target admission: a statement expected to wait longer than this for a slot is refused at once with the retryable error 9002 instead of queueing, or once it has waited this long. Sessions in a transaction are never refused. Set it when clients would rather retry than wait. Unset: off.";
     pipeline_depth, "SLUICE_PIPELINE_DEPTH", "--pipeline-depth", "16", "statements", true,
-        "Pipelining: up to this many autocommit reads (queries, and executions of prepared statements without a cursor that are prepared on the batch's backend already) of different sessions that the classifier proves stateless (replica-safe, no CONNECTION_ID() or LAST_INSERT_ID() to present, nothing that pins) and that share the backend account and session state are written to one backend connection at once and answered in order. Each client still gets its own answer, relayed with its own write timeout; a member only joins a batch while nobody else has queued for a slot since its leader did, so FIFO order holds. A KILL QUERY of a pipelined statement ends its answer with 1317 (Query execution was interrupted) without touching the server, where another session's statement may be running. Saves one send to the server and one server wake-up per statement; a read that raised warnings and was not the batch's last loses them (SHOW WARNINGS then finds none, as when every pinned place is taken). With `servers` and the split on, each server has its own batches: a read is routed first and joins a batch of that server's (a read that waits for a replica to reach the session's writes runs on its own). The default, 16, lets one batch take every read queued for a slot when clients outnumber slots 16 to 1 (64 on 4); with 8, such a queue needed two round trips to the server per slot, and 64 clients on P=4 cost about a tenth more CPU per `SELECT 1`. 1: off.";
+        "Pipelining: up to this many stateless autocommit reads of different sessions that share a backend account and session state go to one backend connection at once and are answered in order, saving a send and a server wake-up each. Raise it when clients outnumber slots by more. 1: off.";
     pipeline_max_delay, "SLUICE_PIPELINE_MAX_DELAY", "--pipeline-max-delay", "1ms", "duration", true,
-        "A read that would find an execution slot free runs at once on a backend of its own, beside the others; it joins a batch instead only while pipeline_depth x the server time of one statement stays below this, so that pipelining never holds a statement back by much more than this to save its send. One statement's server time is the pool's mean statement time, divided by how many statements share each server CPU when sluice runs more of them than the server has CPUs (`server_cpus`). Reads that would queue for a slot join whatever this says. 0: pipeline only reads that would queue.";
+        "A read that would find a slot free joins a pipelined batch only while pipeline_depth x one statement's server time stays below this, so batching never delays it by much more; otherwise it runs at once. Reads that would queue join regardless. 0: pipeline only reads that would queue.";
     server_cpus, "SLUICE_SERVER_CPUS", "--server-cpus", "auto", "CPUs", true,
-        "How many CPUs the backend server runs statements on. With more statements running than that, each waits for a CPU inside the server anyway, so pipelining batches short reads even with an execution slot free (see pipeline_max_delay): the same work with fewer sends and server wake-ups. `auto`: the server's @@thread_pool_size (MariaDB's, and Percona Server's thread pool), which defaults to its CPU count (the ones it may run on), read with max_connections; MySQL Community does not say, so there `auto` means unknown, and reads with a slot free batch only when the mean statement time alone is short. SHOW POOLS shows the value in force.";
+        "How many CPUs the backend server runs statements on; with more statements running than that, pipelining batches short reads even while a slot is free. `auto`: the server's @@thread_pool_size (MariaDB, Percona Server); unknown on MySQL Community, so set it there.";
     backend_busy_poll, "SLUICE_BACKEND_BUSY_POLL", "--backend-busy-poll", "100us", "duration", true,
-        "How long sluice may wait for a reply's first bytes by polling the backend's socket instead of sleeping, when that statement is the only command it is handling. On a virtual machine, a CPU left idle while the process sleeps is halted, and waking it when the reply lands takes tens of microseconds; polling keeps it awake (the trade HAProxy's busy-polling makes always, here only for this wait). Each backend connection measures how long its replies take when polled and when slept for (every 16th wait goes the other way) and polls only while that has been the quicker, so a slow or distant server, or a host where the polling CPU slows the server's down, soon gets sleeping waits again. It costs at most this much CPU per statement. SHOW STATS counts busy_poll_hits, busy_poll_misses and busy_poll_skipped. 0: always sleep.";
+        "How long sluice may poll the backend's socket for a reply's first bytes instead of sleeping, while that statement is the only one it is handling; on a virtual machine this spares a halted CPU's wake-up. Costs at most this much CPU per statement. 0: always sleep.";
     pin_wait, "SLUICE_PIN_WAIT", "--pin-wait", "2s", "duration", true,
-        "A statement that would pin its session to a backend (CREATE TEMPORARY TABLE, SET @var, GET_LOCK, PREPARE, LOCK TABLES, ...) while max_backend_connections - pool_size sessions are pinned already waits this long for one of them to end, then gets error 9005 (HY000) naming the cap and the pinned sessions by reason. The statement does not run, so nothing is lost; the session stays usable and unpinned. 0: refuse at once.";
+        "How long a statement that would pin its session (a temporary table, a user variable, GET_LOCK, PREPARE, LOCK TABLES, ...) waits while every pinned place is taken, before error 9005. The statement does not run and the session stays usable and unpinned. 0: refuse at once.";
     backend_down_wait, "SLUICE_BACKEND_DOWN_WAIT", "--backend-down-wait", "10s", "duration", true,
         "While the backend server is unreachable, a statement that needs a new backend connection waits this long (never longer than queue_timeout) for sluice's reconnect loop, then gets error 9003 naming the backend and its last connect error. 0: fail at once.";
     connect_timeout, "SLUICE_CONNECT_TIMEOUT", "--connect-timeout", "5s", "duration", true,
@@ -162,7 +170,7 @@ settings! {
     client_login_timeout, "SLUICE_CLIENT_LOGIN_TIMEOUT", "--client-login-timeout", "10s", "duration", true,
         "A client must finish the handshake and authentication within this.";
     auth_failure_threshold, "SLUICE_AUTH_FAILURE_THRESHOLD", "--auth-failure-threshold", "5", "failures", true,
-        "Consecutive failed logins from one IP address before its login attempts are slowed down (a max_connect_errors-like backoff). After that, every login from the address waits 250 ms before its verdict, doubling with each further failure up to auth_failure_max_delay; a successful login clears the address. 0 disables.";
+        "Consecutive failed logins from one IP address before its logins are slowed down (like max_connect_errors, without blocking): each then waits 250 ms before its verdict, doubling per further failure up to auth_failure_max_delay. A success clears the address. 0: off.";
     auth_failure_max_delay, "SLUICE_AUTH_FAILURE_MAX_DELAY", "--auth-failure-max-delay", "5s", "duration", true,
         "Cap on the auth-failure backoff delay. The delay counts against client_login_timeout and is never more than half of it, so a slowed client still gets its answer.";
     client_write_timeout, "SLUICE_CLIENT_WRITE_TIMEOUT", "--client-write-timeout", "30s", "duration", true,
@@ -173,6 +181,8 @@ settings! {
         "Largest client command accepted (K/M/G suffixes are powers of 1024). Larger ones get an error and a disconnect.";
     max_prepared_statements_per_backend, "SLUICE_MAX_PREPARED_STATEMENTS_PER_BACKEND", "--max-prepared-statements-per-backend", "256", "statements", true,
         "Prepared statements kept per backend connection; the least recently used is closed beyond this. Keep it well below the server's max_prepared_stmt_count / max_backend_connections.";
+    max_prepared_statements_per_client, "SLUICE_MAX_PREPARED_STATEMENTS_PER_CLIENT", "--max-prepared-statements-per-client", "16382", "statements", true,
+        "Prepared statements one client session may hold open; the next COM_STMT_PREPARE gets error 1461 and the session goes on. It bounds what a client that never closes its statements makes sluice hold. The default is the server's default max_prepared_stmt_count.";
     server_version, "SLUICE_SERVER_VERSION", "--server-version", "", "text", true,
         "Version string sent to clients in the handshake. Unset: the backend's own.";
     server_idle_timeout, "SLUICE_SERVER_IDLE_TIMEOUT", "--server-idle-timeout", "10m", "duration", true,
@@ -181,24 +191,26 @@ settings! {
         "A backend connection is closed when released after being open this long. 0 disables.";
     health_check_interval, "SLUICE_HEALTH_CHECK_INTERVAL", "--health-check-interval", "30s", "duration", true,
         "Idle backend connections are pinged this often, one at a time and each only while an execution slot is free (a round stops while statements queue; a checkout tests a connection's socket itself). 0 disables.";
+    globals_check_interval, "SLUICE_GLOBALS_CHECK_INTERVAL", "--globals-check-interval", "5s", "duration", true,
+        "How often sluice checks whether the server's global defaults changed (a SET GLOBAL made on the server directly), so that logins from then on get backend connections opened under the new values. MariaDB only (on MySQL, use the admin console's RECONNECT). 0: off.";
     min_idle, "SLUICE_MIN_IDLE", "--min-idle", "0", "connections", true,
         "Idle backend connections kept open (and opened at start, after an outage, and after idle or lifetime closes) for the warm group: at start the first user with mysql_async's capabilities and utf8mb4, then the group of the clients that last needed a new connection.";
     admin_listen, "SLUICE_ADMIN_LISTEN", "--admin-listen", "", "address", false,
         "Address of the admin console (MySQL protocol), e.g. 127.0.0.1:6032. Unset: off.";
     metrics_listen, "SLUICE_METRICS_LISTEN", "--metrics-listen", "", "address", false,
         "Address of the Prometheus endpoint (`/metrics`), e.g. 127.0.0.1:9187. Unset: off.";
-    // Running several instances (issue 15); kept together as one block.
+    // Running several instances behind one balancer; kept together as one block.
     instance_id, "SLUICE_INSTANCE_ID", "--instance-id", "0", "id", false,
-        "Number of this sluice instance among several behind one balancer (0 to 255; give each instance its own, e.g. a StatefulSet pod's ordinal). Client connection ids (the handshake's thread id, CONNECTION_ID(), what KILL takes) are instance_id * 2^24 + n with n from 1 to 2^24 - 1, so ids of different instances never collide and the owner of an id is id >> 24. A KILL of another instance's id gets error 1094 (unknown thread id; the admin console's KILL names the owning instance): send it through the owning instance.";
+        "Number of this sluice instance among several behind one balancer (0 to 255; give each its own, e.g. a StatefulSet pod's ordinal). It keeps client connection ids unique across instances; a KILL must go through the instance that owns the id.";
     reuse_port, "SLUICE_REUSE_PORT", "--reuse-port", "false", "bool", false,
-        "Set SO_REUSEPORT on the client listener (`listen`), so several sluice processes on one host (same user) can listen on the same port and the kernel spreads new connections over them. Every process sharing the port must set it; without it a second process fails to start with \"address in use\". The admin console and /metrics never share their ports: give each process its own admin_listen and metrics_listen so that each instance can be inspected and scraped.",
+        "Set SO_REUSEPORT on the client listener, so several sluice processes on one host (same user) share its port and the kernel spreads new connections over them. Every process sharing it must set it; give each its own admin_listen and metrics_listen.",
         { num_args = 0..=1, default_missing_value = "true" };
     tls_cert, "SLUICE_TLS_CERT", "--tls-cert", "", "path", false,
         "PEM certificate chain for client TLS. Needs tls_key.";
     tls_key, "SLUICE_TLS_KEY", "--tls-key", "", "path", false,
         "PEM private key for client TLS. Needs tls_cert.";
     backend_tls, "SLUICE_BACKEND_TLS", "--backend-tls", "preferred", "mode", false,
-        "TLS to the backend server: disabled; preferred (TLS when the server offers it, certificate not checked; the mysql client's default); required (TLS or no connection, certificate not checked); verify_ca (the certificate must chain to backend_tls_ca); verify_identity (verify_ca, and the certificate must name the backend host or IP). Over TLS, caching_sha2_password full authentication sends the password inside TLS instead of RSA-encrypting it. Use disabled for a backend on the same host to save the encryption CPU, verify_identity across networks.";
+        "TLS to the backend: disabled, preferred (TLS when offered, certificate not checked), required (certificate not checked), verify_ca (chains to backend_tls_ca) or verify_identity (also names the host). Use disabled for a backend on the same host, verify_identity across networks.";
     backend_tls_ca, "SLUICE_BACKEND_TLS_CA", "--backend-tls-ca", "", "path", false,
         "PEM file of the CA certificate(s) the backend's certificate must chain to; required by verify_ca and verify_identity.";
     require_secure_transport, "SLUICE_REQUIRE_SECURE_TRANSPORT", "--require-secure-transport", "false", "bool", true,
@@ -207,7 +219,7 @@ settings! {
     log_format, "SLUICE_LOG_FORMAT", "--log-format", "text", "format", false,
         "Log output: `text` or `json`.";
     worker_threads, "SLUICE_WORKER_THREADS", "--worker-threads", "auto", "threads", false,
-        "Threads the `sluice` binary runs clients on. `auto`: one per CPU the process may run on (its CPU affinity and cgroup quota). With one, sluice runs everything on a single thread without cross-thread scheduling, as PgBouncer does, which costs less CPU per statement; with more, tasks move between threads as load requires. Ignored when sluice runs inside another program (`Proxy::bind`), which brings its own runtime.";
+        "Threads the `sluice` binary runs clients on. `auto`: one per CPU the process may use (its affinity and cgroup quota). One thread costs less CPU per statement; more spread the load over CPUs. Ignored when sluice runs inside another program (`Proxy::bind`).";
     monitor_user, "SLUICE_MONITOR_USER", "--monitor-user", "", "name", false,
         "Account of the topology monitor's own connection to each server (with several servers, or with `read_write_split = on`). It needs the REPLICA MONITOR (MariaDB; MySQL: REPLICATION CLIENT) privilege and nothing else. Unset: backend_user, else the first user's backend credentials.";
     monitor_password, "SLUICE_MONITOR_PASSWORD", "--monitor-password", "", "password", false,
@@ -221,11 +233,22 @@ settings! {
     max_replica_lag, "SLUICE_MAX_REPLICA_LAG", "--max-replica-lag", "5s", "duration", true,
         "A replica lagging more than this takes no reads. A replica whose lag is NULL, whose SQL or IO thread has stopped, or whose check failed takes none either.";
     read_your_writes, "SLUICE_READ_YOUR_WRITES", "--read-your-writes", "session", "off|session|wait", true,
-        "`session`: after a write, the session's reads go only to a replica whose monitored GTID position covers its last write, else to the writer. `wait`: as session, but a replica lagging less than gtid_wait_timeout may first wait for the write (MASTER_GTID_WAIT / WAIT_FOR_EXECUTED_GTID_SET), falling back to the writer on timeout. `off`: no tracking. A `/* sluice:min_gtid=<position> */` comment in a statement asks for that position in every mode; without such a token there is no guarantee across sessions.";
+        "Where a session's reads go after its write. `session`: only to a replica that has the write, else to the writer. `wait`: a replica close behind may first wait for it (gtid_wait_timeout). `off`: no tracking. A `/* sluice:min_gtid=<position> */` comment asks for a position.";
     gtid_wait_timeout, "SLUICE_GTID_WAIT_TIMEOUT", "--gtid-wait-timeout", "100ms", "duration", true,
         "With `read_your_writes = wait`: how long a replica may wait for the session's write before the read goes to the writer, and how close (in lag) a replica must be to be asked.";
     writer_wait_timeout, "SLUICE_WRITER_WAIT_TIMEOUT", "--writer-wait-timeout", "10s", "duration", true,
         "While there is no writer (none, or several servers writable: split brain), a write (and every statement that must go to the writer) waits this long for exactly one, then gets error 1290 (HY000) naming the state. 0: fail at once.";
+    // Seeing and steering what flows through: digests and per-user limits (the query rules are `[[rules]]` tables).
+    digests, "SLUICE_DIGESTS", "--digests", "on", "on|off", true,
+        "Per-digest statistics (SHOW DIGESTS, /metrics): statements normalised (literals become ?) and counted per digest, user, schema and server. `off` stops counting and keeps what was counted (RESET DIGESTS clears it); query rules work either way.";
+    digest_table_size, "SLUICE_DIGEST_TABLE_SIZE", "--digest-table-size", "10000", "rows", true,
+        "Rows of the digest table (each about 1.3 KiB plus up to 1 KiB of text). When it is full, the least recently seen row is evicted into one overflow row, so memory stays bounded whatever the literals. 0 turns digests off and frees the table.";
+    metrics_digest_top, "SLUICE_METRICS_DIGEST_TOP", "--metrics-digest-top", "20", "rows", true,
+        "How many digests /metrics shows (the top by total time), so that the series' number stays bounded. 0: none.";
+    max_user_client_connections, "SLUICE_MAX_USER_CLIENT_CONNECTIONS", "--max-user-client-connections", "0", "connections", true,
+        "Client connections one user may have at once, for users without their own `max_client_connections` (`[[users]]`); the next login gets error 1226 (ER_USER_LIMIT_REACHED, as MySQL's max_user_connections). 0: no limit.";
+    max_user_concurrency, "SLUICE_MAX_USER_CONCURRENCY", "--max-user-concurrency", "0", "statements", true,
+        "Statements of one user running at once, for users without their own `max_concurrency` (`[[users]]`); the others queue FIFO and get error 1226 after queue_timeout. 0: no limit.";
 }
 
 /// Finds the documentation row of a setting by its TOML name.
@@ -254,6 +277,21 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
             cfg.backend_password = (!raw.is_empty()).then(|| Secret::new(raw.to_string()))
         }
         "default_auth_plugin" => cfg.default_auth_plugin = raw.parse()?,
+        "auth_source" => {
+            cfg.auth_source = if is_off(raw) {
+                None
+            } else {
+                Some(raw.parse()?)
+            }
+        }
+        "auth_user" => {
+            cfg.auth_user = if raw.trim().is_empty() {
+                None
+            } else {
+                Some(raw.parse()?)
+            }
+        }
+        "auth_cache_ttl" => cfg.auth_cache_ttl = parse_duration(raw)?,
         "pool_size" => cfg.pool_size = raw.parse()?,
         "min_pool_size" => cfg.min_pool_size = parse_u32(raw)?,
         "max_pool_size" => cfg.max_pool_size = parse_u32(raw)?,
@@ -283,10 +321,14 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
         "max_prepared_statements_per_backend" => {
             cfg.max_prepared_statements_per_backend = parse_u32(raw)?
         }
+        "max_prepared_statements_per_client" => {
+            cfg.max_prepared_statements_per_client = parse_u32(raw)?
+        }
         "server_version" => cfg.server_version = opt_string(raw),
         "server_idle_timeout" => cfg.server_idle_timeout = parse_duration(raw)?,
         "server_lifetime" => cfg.server_lifetime = parse_duration(raw)?,
         "health_check_interval" => cfg.health_check_interval = parse_duration(raw)?,
+        "globals_check_interval" => cfg.globals_check_interval = parse_duration(raw)?,
         "min_idle" => cfg.min_idle = parse_u32(raw)?,
         "admin_listen" => cfg.admin_listen = opt_addr(raw)?,
         "metrics_listen" => cfg.metrics_listen = opt_addr(raw)?,
@@ -310,6 +352,11 @@ pub(crate) fn apply(cfg: &mut Config, key: &str, raw: &str) -> Result<(), String
         "read_your_writes" => cfg.read_your_writes = raw.parse()?,
         "gtid_wait_timeout" => cfg.gtid_wait_timeout = parse_duration(raw)?,
         "writer_wait_timeout" => cfg.writer_wait_timeout = parse_duration(raw)?,
+        "digests" => cfg.digests = parse_bool(raw)?,
+        "digest_table_size" => cfg.digest_table_size = parse_u32(raw)?,
+        "metrics_digest_top" => cfg.metrics_digest_top = parse_u32(raw)?,
+        "max_user_client_connections" => cfg.max_user_client_connections = parse_u32(raw)?,
+        "max_user_concurrency" => cfg.max_user_concurrency = parse_u32(raw)?,
         other => return Err(format!("unknown setting {other:?}")),
     }
     Ok(())
@@ -341,6 +388,12 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "backend_user" => cfg.backend_user.clone().and_then(s),
         "backend_password" => cfg.backend_password.as_ref().and_then(secret),
         "default_auth_plugin" => s(cfg.default_auth_plugin.to_string()),
+        "auth_source" => cfg.auth_source.map(|a| a.to_string()).and_then(s),
+        "auth_user" => cfg.auth_user.as_ref().and_then(|u| {
+            let password = if mask { "***" } else { u.password.expose() };
+            s(format!("{}:{password}", u.name))
+        }),
+        "auth_cache_ttl" => d(cfg.auth_cache_ttl),
         "pool_size" => match cfg.pool_size {
             super::PoolSize::Fixed(x) => n(x),
             super::PoolSize::Auto => s("auto".into()),
@@ -368,10 +421,12 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "shutdown_timeout" => d(cfg.shutdown_timeout),
         "max_allowed_packet" => s(format_bytes(cfg.max_allowed_packet)),
         "max_prepared_statements_per_backend" => n(cfg.max_prepared_statements_per_backend),
+        "max_prepared_statements_per_client" => n(cfg.max_prepared_statements_per_client),
         "server_version" => cfg.server_version.clone().and_then(s),
         "server_idle_timeout" => d(cfg.server_idle_timeout),
         "server_lifetime" => d(cfg.server_lifetime),
         "health_check_interval" => d(cfg.health_check_interval),
+        "globals_check_interval" => d(cfg.globals_check_interval),
         "min_idle" => n(cfg.min_idle),
         "admin_listen" => cfg.admin_listen.map(|a| a.to_string()).and_then(s),
         "metrics_listen" => cfg.metrics_listen.map(|a| a.to_string()).and_then(s),
@@ -405,6 +460,11 @@ pub(crate) fn render(cfg: &Config, key: &str, mask: bool) -> Option<toml::Value>
         "read_your_writes" => s(cfg.read_your_writes.to_string()),
         "gtid_wait_timeout" => d(cfg.gtid_wait_timeout),
         "writer_wait_timeout" => d(cfg.writer_wait_timeout),
+        "digests" => s(if cfg.digests { "on" } else { "off" }.into()),
+        "digest_table_size" => n(cfg.digest_table_size),
+        "metrics_digest_top" => n(cfg.metrics_digest_top),
+        "max_user_client_connections" => n(cfg.max_user_client_connections),
+        "max_user_concurrency" => n(cfg.max_user_concurrency),
         _ => None,
     }
 }

@@ -16,6 +16,12 @@ fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         .collect()
 }
 
+/// The backend credentials as text, for comparing.
+fn creds<'a>(u: &'a UserConfig, cfg: &'a Config) -> (&'a str, &'a str) {
+    let (name, password) = u.backend_credentials(cfg);
+    (name, password.expose())
+}
+
 fn temp_config(text: &str) -> tempfile::NamedTempFile {
     let mut f = tempfile::NamedTempFile::new().expect("temp file");
     f.write_all(text.as_bytes()).expect("write temp file");
@@ -64,6 +70,7 @@ fn every_default_parses_and_matches_the_spec() {
     assert_eq!(c.shutdown_timeout, Duration::from_secs(10));
     assert_eq!(c.max_allowed_packet, 64 << 20);
     assert_eq!(c.max_prepared_statements_per_backend, 256);
+    assert_eq!(c.max_prepared_statements_per_client, 16382);
     assert_eq!(c.server_idle_timeout, Duration::from_secs(600));
     assert_eq!(c.server_lifetime, Duration::from_secs(3600));
     assert_eq!(c.health_check_interval, Duration::from_secs(30));
@@ -243,10 +250,10 @@ name = "nopass"
 }
 
 #[test]
-fn hashed_passwords_need_native_auth_and_backend_credentials() {
+fn hashed_passwords_need_native_auth_and_a_plaintext_backend_password() {
     let hash = "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19";
     let text = format!(
-        "[[users]]\nname = \"h\"\npassword = \"{hash}\"\nauth_plugin = \"caching_sha2_password\"\n"
+        "backend_password = \"{hash}\"\n[[users]]\nname = \"h\"\npassword = \"{hash}\"\nauth_plugin = \"caching_sha2_password\"\n"
     );
     let errs = invalid(Config::from_toml_str(&text));
     assert!(
@@ -256,11 +263,81 @@ fn hashed_passwords_need_native_auth_and_backend_credentials() {
     );
     assert!(errs
         .iter()
-        .any(|m| m.contains("log in to the backend with a password hash")));
+        .any(|m| m.contains("a password hash as backend_password")));
     let ok = format!("backend_user = \"svc\"\nbackend_password = \"pw\"\n[[users]]\nname = \"h\"\npassword = \"{hash}\"\n");
     let cfg = Config::from_toml_str(&ok).expect("valid");
     assert!(cfg.users[0].password.is_native_hash());
-    assert_eq!(cfg.users[0].backend_credentials(&cfg), ("svc", "pw"));
+    assert_eq!(creds(&cfg.users[0], &cfg), ("svc", "pw"));
+    // Pass-through with a hash: the login recovers SHA1(password) for the backend.
+    let own = format!("[[users]]\nname = \"h\"\npassword = \"{hash}\"\n");
+    assert!(Config::from_toml_str(&own).is_ok());
+}
+
+#[test]
+fn accounts_from_the_server_need_a_service_account() {
+    // auth_user and no users list: the server's accounts, no list needed.
+    let cfg = Config::from_toml_str("auth_user = \"svc:pw\"\n").expect("valid");
+    assert_eq!(cfg.auth_source(), AuthSource::Server);
+    assert_eq!(cfg.auth_cache_ttl, Duration::from_secs(30));
+    assert!(cfg.find_user(b"app").is_none());
+    let errs = invalid(Config::from_toml_str("auth_source = \"server\"\n"));
+    assert!(
+        errs.iter().any(|m| m.contains("needs auth_user")),
+        "{errs:?}"
+    );
+    let errs = invalid(Config::from_toml_str(&format!(
+        "auth_source = \"server\"\nauth_user = \"svc:pw\"\n{MINIMAL}"
+    )));
+    assert!(
+        errs.iter().any(|m| m.contains("set auth_source = both")),
+        "{errs:?}"
+    );
+    let both = Config::from_toml_str(&format!(
+        "auth_source = \"both\"\nauth_user = \"svc:pw\"\n{MINIMAL}"
+    ))
+    .expect("valid");
+    assert!(both.find_user(b"app").is_some());
+    // A list and auth_user: the list only, with a warning.
+    let listed = Config::from_toml_str(&format!("auth_user = \"svc:pw\"\n{MINIMAL}")).unwrap();
+    assert_eq!(listed.auth_source(), AuthSource::List);
+    assert!(listed
+        .warnings()
+        .iter()
+        .any(|w| w.contains("auth_source = both")));
+    let errs = invalid(Config::from_toml_str("auth_user = \"nocolon\"\n"));
+    assert!(errs.iter().any(|m| m.contains("NAME:PASSWORD")), "{errs:?}");
+    let errs = invalid(Config::from_toml_str(
+        "auth_user = \"svc:pw\"\nauth_cache_ttl = \"2d\"\n",
+    ));
+    assert!(
+        errs.iter().any(|m| m.contains("auth_cache_ttl")),
+        "{errs:?}"
+    );
+    let errs = invalid(Config::from_toml_str(""));
+    assert!(
+        errs.iter().any(|m| m.contains("--auth-source server")),
+        "{errs:?}"
+    );
+    // The flag and the env var.
+    let cli = Cli::try_parse_from([
+        "sluice",
+        "--auth-user",
+        "svc:flag-pw",
+        "--auth-cache-ttl",
+        "5s",
+    ])
+    .unwrap();
+    let cfg =
+        Config::load_with_env(&cli, &env(&[("SLUICE_AUTH_SOURCE", "server")])).expect("valid");
+    assert_eq!(
+        cfg.auth_user.as_ref().map(|u| u.password.expose()),
+        Some("flag-pw")
+    );
+    assert_eq!(
+        (cfg.auth_source(), cfg.auth_cache_ttl),
+        (AuthSource::Server, Duration::from_secs(5))
+    );
+    assert!(cfg.masked_toml().contains("auth_user = \"svc:***\""));
 }
 
 #[test]
@@ -317,6 +394,8 @@ backend_tls_ca = "/ca.pem"
 log_format = "json"
 monitor_user = "mon"
 monitor_password = "mon-pw"
+auth_source = "both"
+auth_user = "svc_auth:auth-pw"
 [[users]]
 name = "app"
 password = "app-pw"
@@ -329,7 +408,14 @@ password = "admin-pw"
 "#;
     let cfg = Config::from_toml_str(text).expect("valid");
     let masked = cfg.masked_toml();
-    for secret in ["backend-pw", "app-pw", "rw-pw", "admin-pw", "mon-pw"] {
+    for secret in [
+        "backend-pw",
+        "app-pw",
+        "rw-pw",
+        "admin-pw",
+        "mon-pw",
+        "auth-pw",
+    ] {
         assert!(!masked.contains(secret), "{secret} leaked:\n{masked}");
     }
     assert!(masked.contains("password = \"***\""));
@@ -410,14 +496,14 @@ fn backend_credentials_fall_back_in_order() {
     cfg.validate().expect("for_backend is valid");
     assert_eq!(cfg.listen.port(), 0);
     let u = cfg.users[0].clone();
-    assert_eq!(u.backend_credentials(&cfg), ("app", "pw"), "pass-through");
+    assert_eq!(creds(&u, &cfg), ("app", "pw"), "pass-through");
     cfg.backend_user = Some("svc".into());
     cfg.backend_password = Some(Secret::new("svc-pw".into()));
-    assert_eq!(u.backend_credentials(&cfg), ("svc", "svc-pw"), "global");
+    assert_eq!(creds(&u, &cfg), ("svc", "svc-pw"), "global");
     let mut own = u.clone();
     own.backend_user = Some("own".into());
     own.backend_password = Some(Secret::new("own-pw".into()));
-    assert_eq!(own.backend_credentials(&cfg), ("own", "own-pw"), "per user");
+    assert_eq!(creds(&own, &cfg), ("own", "own-pw"), "per user");
     assert!(cfg.find_user(b"app").is_some() && cfg.find_user(b"APP").is_none());
     assert!(cfg.find_admin(b"app").is_none());
 }
@@ -487,8 +573,12 @@ fn every_flag_reaches_the_config() {
         "CPUs" | "threads" => "6",
         "id" => "7",
         "off|on" => "on",
+        "on|off" => "off",
+        "rows" => "5",
         "never|fallback|always" => "always",
         "off|session|wait" => "wait",
+        "list|server|both" => "server",
+        "NAME:PASSWORD" => "svc:pw",
         _ => "sample",
     };
     let base = Config::for_backend("127.0.0.1:3306", "app", "pw");
@@ -546,6 +636,31 @@ fn check_generated(rel: &str, expected: &str) {
         "{} is out of date; run `SLUICE_BLESS=1 cargo test -p sluice config::`",
         path.display()
     );
+}
+
+/// A help text (`--help`, the docs table, the example file) says what the setting does, its
+/// unit, its default and when to change it, in at most 300 characters; the long explanation
+/// is in `details.rs` (docs/config.md's "Settings in detail"), keyed by a setting's name.
+#[test]
+fn help_texts_are_short_and_every_detail_belongs_to_a_setting() {
+    for s in SETTINGS {
+        let n = s.description.chars().count();
+        assert!(
+            n <= 300,
+            "{}'s help text has {n} characters (at most 300): move the rest to config/details.rs",
+            s.name
+        );
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for (name, text) in super::details::DETAILS {
+        assert!(
+            setting(name).is_some(),
+            "details for {name}, which is no setting"
+        );
+        assert!(!seen.contains(name), "details for {name} twice");
+        assert!(!text.trim().is_empty(), "empty details for {name}");
+        seen.push(name);
+    }
 }
 
 #[test]

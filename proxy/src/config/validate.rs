@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::{AuthPluginName, Config, ConfigError, PoolSize, UserConfig};
+use super::{AuthPluginName, AuthSource, Config, ConfigError, PoolSize, UserConfig};
 
 /// The MySQL protocol cannot carry a statement larger than 1 GiB (the server's own maximum).
 const MAX_PACKET_LIMIT: u32 = 1 << 30;
@@ -36,6 +36,9 @@ impl Config {
                     path.display()
                 ));
             }
+        }
+        if self.auth_user.is_some() && self.auth_source() == AuthSource::List {
+            w.push("auth_user is set, but auth_source is list (a users list is given): the server's accounts are not read; set auth_source = both to read them after the list".into());
         }
         if let Some(addr) = self.admin_listen {
             if !addr.ip().is_loopback() {
@@ -82,9 +85,7 @@ impl Config {
     }
 
     fn check_users(&self, e: &mut Vec<String>) {
-        if self.users.is_empty() {
-            e.push("no users are configured; add a [[users]] table with name and password, or pass --user NAME:PASSWORD".into());
-        }
+        self.check_auth_source(e);
         check_user_list(&self.users, "users", e);
         check_user_list(&self.admin_users, "admin_users", e);
         for u in &self.users {
@@ -94,10 +95,15 @@ impl Config {
                     u.name
                 ));
             }
-            let (_, backend_password) = u.backend_credentials(self);
-            if super::Secret::new(backend_password.to_string()).is_native_hash() {
+            // A hash of the user's own password is fine: its login recovers SHA1(password)
+            // for the backend. A hash given as the backend password cannot log in.
+            let explicit = u
+                .backend_password
+                .as_ref()
+                .or(self.backend_password.as_ref());
+            if explicit.is_some_and(super::Secret::is_native_hash) {
                 e.push(format!(
-                    "user {:?} would log in to the backend with a password hash, which cannot work; set backend_user and backend_password (for this user or globally)",
+                    "user {:?} would log in to the backend with a password hash as backend_password, which cannot work; give backend_password in plaintext, or drop it so that the user's own login is used",
                     u.name
                 ));
             }
@@ -109,6 +115,33 @@ impl Config {
             if u.trim().is_empty() {
                 e.push("backend_user is empty; remove it or set a user name".into());
             }
+        }
+    }
+
+    /// Where accounts come from, and what each source needs.
+    fn check_auth_source(&self, e: &mut Vec<String>) {
+        let source = self.auth_source();
+        if source.uses_server() && self.auth_user.is_none() {
+            e.push(format!(
+                "auth_source = {source} reads the server's accounts, which needs auth_user: set --auth-user NAME:PASSWORD (a service account with GRANT SELECT ON mysql.global_priv on MariaDB, mysql.user on MySQL)"
+            ));
+        }
+        if source == AuthSource::Server && !self.users.is_empty() {
+            e.push("auth_source = server does not read the users list; set auth_source = both (the list first, then the server), or drop users".into());
+        }
+        if source == AuthSource::List && self.users.is_empty() {
+            e.push("no users are configured; add a [[users]] table with name and password, or pass --user NAME:PASSWORD, or let the server's own accounts log in: --auth-source server --auth-user NAME:PASSWORD".into());
+        }
+        if let Some(u) = &self.auth_user {
+            if u.password.is_native_hash() {
+                e.push("auth_user needs its password in plaintext (sluice logs in with it); a *<40 hex> hash cannot log in".into());
+            }
+        }
+        if self.auth_cache_ttl > Duration::from_secs(86_400) {
+            e.push(format!(
+                "auth_cache_ttl is {}; set at most 1d, so that account changes on the server reach sluice",
+                super::format_duration(self.auth_cache_ttl)
+            ));
         }
     }
 
@@ -195,6 +228,9 @@ impl Config {
         }
         if self.max_prepared_statements_per_backend == 0 {
             e.push("max_prepared_statements_per_backend is 0; set it to at least 1".into());
+        }
+        if self.max_prepared_statements_per_client == 0 {
+            e.push("max_prepared_statements_per_client is 0; set it to at least 1".into());
         }
         if !(1024..=MAX_PACKET_LIMIT).contains(&self.max_allowed_packet) {
             e.push(format!(

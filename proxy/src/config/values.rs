@@ -11,28 +11,63 @@ use std::time::Duration;
 ///
 /// A value of the form `*<40 hex digits>` is a mysql_native_password hash (as stored in
 /// `mysql.user.authentication_string`) rather than plaintext. Such a user can only log in with
-/// mysql_native_password, and sluice cannot reuse it to log in to the backend.
+/// mysql_native_password.
+///
+/// A secret can also be SHA1(password) itself, recovered from a client's
+/// mysql_native_password answer against that hash ([`Secret::native_stage1`]): it answers any
+/// backend's mysql_native_password scramble as the password would. It lives in memory only
+/// and has no text ([`Secret::expose`] is empty for it).
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub struct Secret(SecretValue);
+
+#[derive(Clone, PartialEq, Eq)]
+enum SecretValue {
+    Text(String),
+    NativeStage1([u8; 20]),
+}
 
 impl Secret {
     pub fn new(value: String) -> Self {
-        Secret(value)
+        Secret(SecretValue::Text(value))
+    }
+
+    /// SHA1(password), recovered from a client's mysql_native_password answer.
+    pub fn native_stage1(stage1: [u8; 20]) -> Self {
+        Secret(SecretValue::NativeStage1(stage1))
     }
 
     /// The password text (or hash) itself. Call only where it is really needed (auth).
+    /// Empty for a recovered SHA1(password): callers that log in check [`Self::stage1`] first.
     pub fn expose(&self) -> &str {
-        &self.0
+        match &self.0 {
+            SecretValue::Text(t) => t,
+            SecretValue::NativeStage1(_) => "",
+        }
+    }
+
+    /// The recovered SHA1(password), when this secret is one.
+    pub fn stage1(&self) -> Option<&[u8; 20]> {
+        match &self.0 {
+            SecretValue::NativeStage1(s) => Some(s),
+            SecretValue::Text(_) => None,
+        }
     }
 
     /// True when the value is a mysql_native_password hash (`*` + 40 hex digits).
     pub fn is_native_hash(&self) -> bool {
-        let b = self.0.as_bytes();
+        let b = self.expose().as_bytes();
         b.len() == 41 && b[0] == b'*' && b[1..].iter().all(u8::is_ascii_hexdigit)
     }
 
+    /// No password at all (an empty text; a recovered SHA1 is never empty).
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        matches!(&self.0, SecretValue::Text(t) if t.is_empty())
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(text: &str) -> Self {
+        Secret::new(text.to_string())
     }
 }
 

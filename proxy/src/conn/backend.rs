@@ -9,11 +9,10 @@ use bytes::BytesMut;
 
 use super::stmts::BackendStmts;
 use super::{Error, PacketStream};
-use crate::config::Endpoint;
-use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
+use crate::config::{Endpoint, Secret};
 use crate::protocol::{
-    auth, request, AuthMoreData, AuthSwitchRequest, Capabilities, ErrPacket, Handshake,
-    HandshakeResponse, OkPacket, PrepareOk, ResponseKind, ResponseTracker, SslRequest,
+    request, Capabilities, ErrPacket, Handshake, OkPacket, PrepareOk, ResponseKind,
+    ResponseTracker, SslRequest,
 };
 
 /// Session tracking makes every OK report schema and system-variable changes, which is what
@@ -22,17 +21,20 @@ use crate::protocol::{
 const ENABLE_TRACKING: &[u8] = b"SET SESSION session_track_schema=ON, \
 session_track_state_change=ON, session_track_system_variables='*'";
 /// MySQL has no `last_gtid`: its OKs carry the write's GTID only with
-/// `session_track_gtids=OWN_GTID` (read-your-writes, issue 15). MariaDB refuses the variable.
+/// `session_track_gtids=OWN_GTID`, which read-your-writes needs. MariaDB refuses the variable.
 const ENABLE_TRACKING_MYSQL: &[u8] = b"SET SESSION session_track_schema=ON, \
 session_track_state_change=ON, session_track_system_variables='*', \
 session_track_gtids=OWN_GTID";
 
+fn is_mariadb(version: &[u8]) -> bool {
+    version
+        .windows(7)
+        .any(|w| w.eq_ignore_ascii_case(b"MariaDB"))
+}
+
 /// The tracker statement for a server with this greeting version.
 fn tracking_sql(version: &[u8]) -> &'static [u8] {
-    let mariadb = version
-        .windows(7)
-        .any(|w| w.eq_ignore_ascii_case(b"MariaDB"));
-    if mariadb {
+    if is_mariadb(version) {
         ENABLE_TRACKING
     } else {
         ENABLE_TRACKING_MYSQL
@@ -46,13 +48,18 @@ static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 pub struct BackendTarget {
     pub addr: Endpoint,
     pub user: String,
-    pub password: String,
+    /// A password, or SHA1(password) recovered from a server account's native login.
+    pub password: Secret,
     pub connect_timeout: Duration,
     pub max_payload: usize,
     /// `None`: backend_tls is disabled.
     pub tls: Option<Arc<super::tls::BackendTls>>,
     /// Whether each account may set pseudo_thread_id (probed at its first login).
     pub identity: Arc<super::identity::IdentityModes>,
+    /// For a server account: where its newest login's credential is, read at each connect
+    /// (after an ALTER USER, sessions that logged in with the old password open their new
+    /// backends with the new one). `None`: `password` is all there is.
+    pub credentials: Option<Arc<crate::accounts::Directory>>,
 }
 
 impl std::fmt::Debug for BackendTarget {
@@ -62,12 +69,16 @@ impl std::fmt::Debug for BackendTarget {
 }
 
 /// Idle backends are grouped by what makes them interchangeable on the wire: the backend
-/// account, the protocol-shaping capabilities and the handshake collation.
+/// account, the protocol-shaping capabilities and the handshake collation; and by the
+/// server's globals their session values came from (`pool::globals`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PoolKey {
     pub user: Arc<str>,
     pub caps: u32,
     pub collation: u8,
+    /// The generation of the server's globals a backend opened under, or a session logged
+    /// in under (`pool::globals::Globals`).
+    pub globals: u64,
 }
 
 pub use super::movable::{is_one_shot_variable, is_tracker_variable, replay_score, MovableState};
@@ -86,8 +97,8 @@ pub enum Health {
 
 /// A backend connection: one pointer to its [`BackendParts`]. The pool moves it on every
 /// checkout and check-in (the idle list, the plan, the guard, the session), and each move of
-/// the whole connection was a memcpy of several hundred bytes: about 1,000 instructions a
-/// statement in all, against nothing for a pointer.
+/// the whole connection would be a memcpy of several hundred bytes, several times a
+/// statement, against nothing for a pointer.
 pub struct BackendConn(Box<BackendParts>);
 
 impl std::ops::Deref for BackendConn {
@@ -121,8 +132,10 @@ pub struct BackendParts {
     /// The id CONNECTION_ID() currently returns here (`pseudo_thread_id`); starts as the
     /// server's own thread id.
     pub pseudo_id: u32,
-    /// What LAST_INSERT_ID() returns here (the last id an OK reported on this connection).
-    pub last_insert_id: u64,
+    /// LAST_INSERT_ID(), the diagnostics area, and whose ROW_COUNT() the server holds here.
+    pub visible: super::visible::Visible,
+    /// The session's trackers and parse values as the server started it.
+    pub baseline: Arc<super::baseline::Baseline>,
     /// What the server's greeting said (the client handshake presents the latest).
     pub server: super::server_info::ServerInfo,
     /// Prepared statements held on this connection (shared by every client it serves).
@@ -206,7 +219,8 @@ impl BackendConn {
             last_used: Instant::now(),
             statements: 0,
             pseudo_id: hs.connection_id,
-            last_insert_id: 0,
+            visible: super::visible::Visible::fresh(),
+            baseline: Arc::new(super::baseline::Baseline::unknown()),
             server: super::server_info::ServerInfo::from_handshake(&hs),
             stmts: BackendStmts::default(),
             polls: Default::default(),
@@ -221,7 +235,14 @@ impl BackendConn {
         if probing {
             cmds.push(&probe);
         }
-        let mut results = conn.run_pipeline(&cmds).await?.into_iter();
+        // The session as the server starts it, read before tracking changes it, in the
+        // same round trip.
+        let mariadb = is_mariadb(&conn.server.version);
+        conn.stream
+            .queue_packet(0, &request::query(super::baseline::query(mariadb)));
+        let results = conn.run_pipeline_after(&cmds, true).await?;
+        conn.server.idle = conn.baseline.idle;
+        let mut results = results.into_iter();
         if let Some(Err(err)) = results.next() {
             return Err(Error::Server(err));
         }
@@ -245,87 +266,6 @@ impl BackendConn {
         Ok(conn)
     }
 
-    async fn login(
-        &mut self,
-        hs: &Handshake,
-        seq: u8,
-        target: &BackendTarget,
-    ) -> Result<(), Error> {
-        let password = target.password.as_bytes();
-        let plugin: &[u8] = if hs.auth_plugin == auth::CACHING_SHA2.as_bytes() {
-            auth::CACHING_SHA2.as_bytes()
-        } else {
-            auth::NATIVE.as_bytes()
-        };
-        let mut nonce = hs.nonce.to_vec();
-        let response = HandshakeResponse {
-            capabilities: self.caps,
-            max_packet: 1 << 30,
-            collation: self.key.collation,
-            user: target.user.as_bytes().to_vec(),
-            auth_response: scramble(plugin, &nonce, password),
-            database: None,
-            auth_plugin: Some(plugin.to_vec()),
-            connect_attrs: vec![(b"_client_name".to_vec(), b"sluice".to_vec())],
-            // Bulk execution changes no response layout, so every backend can take it.
-            mariadb_caps: hs.mariadb_caps & crate::protocol::flags::mariadb_caps::RELAYED,
-        };
-        let mut out = BytesMut::new();
-        response.encode(&mut out);
-        self.stream.send_packet(seq, &out).await?;
-        loop {
-            let span = self.stream.expect_packet().await?;
-            let payload = self.stream.payload(&span).into_owned();
-            let seq = span.last_seq.wrapping_add(1);
-            self.stream.consume(&span);
-            match payload.first().copied() {
-                Some(0x00) => return Ok(()),
-                Some(0xFF) => return Err(Error::Server(ErrPacket::decode(&payload, self.caps)?)),
-                Some(0xFE) => {
-                    let switch = AuthSwitchRequest::decode(&payload)?;
-                    if switch.plugin != auth::NATIVE.as_bytes()
-                        && switch.plugin != auth::CACHING_SHA2.as_bytes()
-                    {
-                        return Err(Error::UnsupportedPlugin);
-                    }
-                    nonce = switch.data.clone();
-                    if nonce.last() == Some(&0) {
-                        nonce.pop();
-                    }
-                    let reply = scramble(&switch.plugin, &nonce, password);
-                    self.stream.send_packet(seq, &reply).await?;
-                }
-                Some(0x01) => {
-                    let more = AuthMoreData::decode(&payload)?;
-                    match more.0.as_slice() {
-                        [FAST_AUTH_OK] => {}
-                        // Inside TLS the password goes as it is (NUL-terminated), as MySQL
-                        // clients do; in the clear it must be RSA-encrypted.
-                        [PERFORM_FULL_AUTH] if self.stream.is_secure() => {
-                            let mut clear = password.to_vec();
-                            clear.push(0);
-                            self.stream.send_packet(seq, &clear).await?;
-                        }
-                        [PERFORM_FULL_AUTH] => {
-                            self.stream.send_packet(seq, &[REQUEST_PUBLIC_KEY]).await?;
-                        }
-                        pem => {
-                            let cipher = auth::rsa_encrypt_password(password, &nonce, pem)?;
-                            self.stream.send_packet(seq, &cipher).await?;
-                        }
-                    }
-                }
-                Some(other) => {
-                    return Err(Error::Unexpected {
-                        during: "backend login",
-                        got: other,
-                    })
-                }
-                None => return Err(Error::Truncated),
-            }
-        }
-    }
-
     /// Sends one command whose answer is a single OK or ERR packet (COM_PING, COM_INIT_DB,
     /// COM_RESET_CONNECTION, a SET) and returns it. Tracked state in the OK is applied.
     pub async fn run_simple(
@@ -347,12 +287,38 @@ impl BackendConn {
         &mut self,
         payloads: &[&[u8]],
     ) -> Result<Vec<Result<OkPacket, ErrPacket>>, Error> {
+        self.run_pipeline_after(payloads, false).await
+    }
+
+    /// `run_pipeline`, behind a query already queued whose small text result comes first
+    /// (`baseline_first`: the baseline query at login, whose answer it records).
+    async fn run_pipeline_after(
+        &mut self,
+        payloads: &[&[u8]],
+        baseline_first: bool,
+    ) -> Result<Vec<Result<OkPacket, ErrPacket>>, Error> {
         for p in payloads {
             self.stream.queue_packet(0, p);
         }
         self.stream.flush(None).await?;
-        let mut results = Vec::with_capacity(payloads.len());
-        for _ in payloads {
+        if baseline_first {
+            let read = self.read_rows().await?;
+            self.baseline = Arc::new(match read {
+                Ok(result) => super::baseline::Baseline::from_result(&result),
+                Err(_) => super::baseline::Baseline::unknown(),
+            });
+        }
+        self.read_answers(payloads.len()).await
+    }
+
+    /// The answers to `n` single-answer commands sent already, in order (tracked state in
+    /// the OKs applied).
+    pub(super) async fn read_answers(
+        &mut self,
+        n: usize,
+    ) -> Result<Vec<Result<OkPacket, ErrPacket>>, Error> {
+        let mut results = Vec::with_capacity(n);
+        for _ in 0..n {
             let span = self.stream.expect_packet().await?;
             let payload = self.stream.payload(&span).into_owned();
             self.stream.consume(&span);
@@ -365,9 +331,13 @@ impl BackendConn {
                 Some(0x00) | Some(0xFE) => {
                     let ok = OkPacket::decode(&payload, self.caps)?;
                     self.state.apply(&ok.session_state);
+                    self.visible.ran_own(ok.warnings > 0);
                     results.push(Ok(ok));
                 }
-                Some(0xFF) => results.push(Err(ErrPacket::decode(&payload, self.caps)?)),
+                Some(0xFF) => {
+                    self.visible.ran_own(true);
+                    results.push(Err(ErrPacket::decode(&payload, self.caps)?))
+                }
                 Some(other) => {
                     self.health = Health::Broken;
                     return Err(Error::Unexpected {
@@ -412,7 +382,7 @@ impl BackendConn {
         self.state.multi_statements = baseline;
         self.stmts.clear();
         self.pseudo_id = self.thread_id;
-        self.last_insert_id = 0;
+        self.visible = super::visible::Visible::fresh();
         self.health = Health::Clean;
         Ok(())
     }
@@ -425,6 +395,11 @@ impl BackendConn {
     ) -> Result<Result<PrepareOk, ErrPacket>, Error> {
         self.stream.queue_packet(0, &request::stmt_prepare(sql));
         self.stream.flush(None).await?;
+        self.read_prepare().await
+    }
+
+    /// The answer to a COM_STMT_PREPARE sent already (`prepare_internal`'s second half).
+    pub(super) async fn read_prepare(&mut self) -> Result<Result<PrepareOk, ErrPacket>, Error> {
         let mut tracker = ResponseTracker::new(ResponseKind::Prepare, self.caps);
         while !tracker.is_done() {
             let span = self.stream.expect_packet().await?;
@@ -433,6 +408,10 @@ impl BackendConn {
             feed?;
         }
         let summary = tracker.into_summary();
+        // A PREPARE leaves ROW_COUNT() and FOUND_ROWS() as they were; its conditions stay.
+        if summary.any_warnings || summary.error.is_some() {
+            self.visible.diagnostics = super::visible::Diagnostics::Foreign;
+        }
         match (summary.prepare_ok, summary.error) {
             (Some(ok), _) => Ok(Ok(ok)),
             (None, Some(err)) => Ok(Err(err)),
@@ -450,9 +429,14 @@ impl BackendConn {
         &mut self,
         sql: &[u8],
     ) -> Result<Result<crate::protocol::TextResult, ErrPacket>, Error> {
-        use crate::protocol::text_result::Step;
         self.stream.queue_packet(0, &request::query(sql));
         self.stream.flush(None).await?;
+        self.read_rows().await
+    }
+
+    /// The small text result of a query sent already (`query_rows`' second half).
+    async fn read_rows(&mut self) -> Result<Result<crate::protocol::TextResult, ErrPacket>, Error> {
+        use crate::protocol::text_result::Step;
         let mut reader = crate::protocol::TextResultReader::new(self.caps);
         loop {
             let span = self.stream.expect_packet().await?;
@@ -460,7 +444,12 @@ impl BackendConn {
             self.stream.consume(&span);
             match step {
                 Ok(Step::More) => {}
-                Ok(Step::Done) => return Ok(reader.into_result()),
+                Ok(Step::Done) => {
+                    let result = reader.into_result();
+                    // sluice's own queries read variables: they raise no warning.
+                    self.visible.ran_own(result.is_err());
+                    return Ok(result);
+                }
                 Err(e) => {
                     self.health = Health::Broken;
                     return Err(e.into());
@@ -477,6 +466,12 @@ impl BackendConn {
     ) -> Result<Result<Option<u64>, ErrPacket>, Error> {
         self.stream.queue_packet(0, &request::query(sql));
         self.stream.flush(None).await?;
+        self.read_first_u64().await
+    }
+
+    /// The answer to a query of one column sent already (`query_first_u64`'s second half,
+    /// for a query sent behind a client's command in the same write).
+    pub async fn read_first_u64(&mut self) -> Result<Result<Option<u64>, ErrPacket>, Error> {
         let mut tracker = ResponseTracker::new(ResponseKind::Query, self.caps);
         // Column count, one definition, then an EOF unless DEPRECATE_EOF: the next is a row.
         let eof = !self.caps.contains(Capabilities::CLIENT_DEPRECATE_EOF);
@@ -496,7 +491,10 @@ impl BackendConn {
             }
             n += 1;
         }
-        match tracker.into_summary().error {
+        let summary = tracker.into_summary();
+        self.visible
+            .ran_own(summary.any_warnings || summary.error.is_some());
+        match summary.error {
             Some(err) => Ok(Err(err)),
             None => Ok(Ok(value)),
         }
@@ -507,14 +505,6 @@ impl BackendConn {
         let mut payload = [0x19, 0, 0, 0, 0];
         payload[1..].copy_from_slice(&id.to_le_bytes());
         self.stream.queue_packet(0, &payload);
-    }
-}
-
-fn scramble(plugin: &[u8], nonce: &[u8], password: &[u8]) -> Vec<u8> {
-    if plugin == auth::CACHING_SHA2.as_bytes() {
-        auth::sha2_scramble(nonce, password)
-    } else {
-        auth::native_scramble(nonce, password)
     }
 }
 

@@ -3,12 +3,10 @@
 //!
 //! Why: a process that sleeps in `epoll_wait` while its CPU has nothing else to run lets the
 //! CPU idle, and on a virtual machine an idle vCPU is halted and handed back to the host. The
-//! reply's wake-up then costs tens of microseconds, more than the whole relay. Measured on
-//! the 2-vCPU CI host (`loadgen overhead`, `SELECT 1`, one client, four rounds): a p50 of
-//! 0.08-0.10 ms instead of 0.15 in the quick rounds, and 0.056 ms less in the median, at
-//! about the same CPU per query (a halted sleep costs CPU as well). HAProxy's `busy-polling`
-//! and Linux's `SO_BUSY_POLL` make the same trade everywhere and always; sluice makes it only
-//! where it pays:
+//! reply's wake-up then costs more than the whole relay, and a lone client's latency is
+//! mostly wake-ups (docs/benchmarks.md has what the relay-cost runs found). HAProxy's
+//! `busy-polling` and Linux's `SO_BUSY_POLL` make the same trade everywhere and always; sluice
+//! makes it only where it pays:
 //! - only for a reply's first bytes (`session::relay`): then the client is waiting for nothing
 //!   but this, and a server that has started answering goes on without being waited for;
 //! - only while this is the one command in the process being handled ([`Busy::alone`]). With

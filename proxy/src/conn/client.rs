@@ -1,46 +1,31 @@
 //! The client-facing handshake: greeting, capability negotiation, the optional switch to TLS
 //! and authentication against sluice's own user list (mysql_native_password and
-//! caching_sha2_password, fast and full auth), and COM_CHANGE_USER's re-authentication.
-//! Passwords are checked by `password::verify`.
+//! caching_sha2_password, fast and full auth: `sha2_login`) or against the server's own
+//! accounts (`server_login`, `accounts`), and COM_CHANGE_USER's re-authentication.
+//! Listed passwords are checked by `password::verify`.
 
-use std::collections::HashSet;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use tokio_rustls::TlsAcceptor;
 
-use super::auth_failures::{AuthFailures, BackoffPolicy};
+use super::auth_failures::BackoffPolicy;
 use super::password::{self, Proof};
-use super::server_info::{ServerInfo, ServerInfoCell};
+use super::server_info::ServerInfo;
+use super::server_login::{plugin_name, Principal};
 use super::{Error, PacketStream};
-use crate::config::{AuthPluginName, Config, UserConfig};
-use crate::protocol::auth_switch::{FAST_AUTH_OK, PERFORM_FULL_AUTH, REQUEST_PUBLIC_KEY};
+use crate::accounts::Refusal;
+use crate::config::{Config, Secret, UserConfig};
 use crate::protocol::charset;
 use crate::protocol::handshake_response::is_ssl_request;
 use crate::protocol::{
-    auth, codes, flags, AuthMoreData, AuthSwitchRequest, Capabilities, ChangeUser, ErrPacket,
-    Handshake, HandshakeResponse, StatusFlags,
+    auth, codes, flags, AuthSwitchRequest, Capabilities, ChangeUser, ErrPacket, Handshake,
+    HandshakeResponse, StatusFlags,
 };
 use crate::stats::ClientCloseReason;
 
-/// What the server side of the handshake needs that does not change per client.
-pub struct HandshakeContext {
-    /// The backend's latest greeting, which clients are greeted with.
-    pub server: Arc<ServerInfoCell>,
-    /// `server_version` from the config at start (it is not live).
-    pub version_override: Option<Vec<u8>>,
-    /// Generated on first use: key generation is slow and most deployments never need it.
-    pub rsa: std::sync::OnceLock<auth::RsaKeyPair>,
-    /// Users that completed a caching_sha2 full authentication since start-up; like MySQL's
-    /// cache, they may use the fast path afterwards.
-    pub sha2_cache: Mutex<HashSet<String>>,
-    /// Client TLS, when `tls_cert`/`tls_key` are set: CLIENT_SSL is offered only then.
-    pub tls: Option<TlsAcceptor>,
-    /// Consecutive failed logins per client address (the login backoff).
-    pub auth_failures: AuthFailures,
-}
+pub use super::handshake_state::HandshakeContext;
 
 /// A client that passed authentication.
 pub struct ClientHello {
@@ -57,6 +42,10 @@ pub struct ClientHello {
     /// The status a new session on the server starts with: whether it is in autocommit mode
     /// (the global `autocommit`) and has NO_BACKSLASH_ESCAPES (the global `sql_mode`).
     pub fresh_status: StatusFlags,
+    /// The session's wait_timeout as the server starts it: its global `wait_timeout`, or
+    /// `interactive_timeout` for a client that logs in with CLIENT_INTERACTIVE; `None`
+    /// while no backend has read them.
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 /// Why a handshake did not produce a client.
@@ -135,20 +124,6 @@ fn offered_caps(backend: Capabilities) -> Capabilities {
 }
 
 impl HandshakeContext {
-    /// The RSA key pair, generated on first use on the blocking pool: generation takes a
-    /// noticeable time, and on the session's own thread (the only one with
-    /// `worker_threads = 1`) it would hold up every other client meanwhile. Two logins that
-    /// race both generate; the first key stored is the one every client gets.
-    async fn rsa_key(&self) -> &auth::RsaKeyPair {
-        if let Some(key) = self.rsa.get() {
-            return key;
-        }
-        let generated = tokio::task::spawn_blocking(auth::RsaKeyPair::generate)
-            .await
-            .unwrap_or_else(|_| auth::RsaKeyPair::generate());
-        self.rsa.get_or_init(|| generated)
-    }
-
     /// The greeting clients get now: the backend's latest, or a stand-in before it answered.
     pub fn server_info(&self) -> Arc<ServerInfo> {
         self.server
@@ -178,7 +153,7 @@ impl HandshakeContext {
         &self,
         stream: &mut PacketStream,
         connection_id: u32,
-        config: &Config,
+        config: &Arc<Config>,
     ) -> Result<ClientHello, HandshakeError> {
         let server = self.server_info();
         let mut offered = offered_caps(server.caps);
@@ -187,45 +162,10 @@ impl HandshakeContext {
         }
         let nonce = auth::random_nonce();
         let default_plugin = plugin_name(config.default_auth_plugin);
-        let greeting = Handshake {
-            server_version: self.version_of(&server),
-            connection_id,
-            nonce,
-            capabilities: offered,
-            collation: server.collation,
-            status: server.status & StatusFlags::SERVER_STATUS_AUTOCOMMIT,
-            mariadb_caps: server.mariadb_caps & flags::mariadb_caps::RELAYED,
-            auth_plugin: default_plugin.as_bytes().to_vec(),
-        };
-        let mut out = BytesMut::new();
-        greeting.encode(&mut out);
-        stream.send_packet(0, &out).await?;
+        let greeting = self.greeting(&server, offered, connection_id, nonce, default_plugin);
+        stream.send_packet(0, &greeting).await?;
 
-        let span = stream.expect_packet().await?;
-        let mut payload = stream.payload(&span).into_owned();
-        let mut seq = span.last_seq.wrapping_add(1);
-        stream.consume(&span);
-        if is_ssl_request(&payload) {
-            let Some(acceptor) = &self.tls else {
-                return Err(self
-                    .reject(stream, seq, RejectReason::TlsNotConfigured)
-                    .await);
-            };
-            if span.first_seq != 1 {
-                return Err(self.reject(stream, seq, RejectReason::BadHandshake).await);
-            }
-            stream.upgrade_server_tls(acceptor).await?;
-            // The real HandshakeResponse follows inside TLS, continuing the sequence.
-            let span = stream.expect_packet().await?;
-            payload = stream.payload(&span).into_owned();
-            seq = span.last_seq.wrapping_add(1);
-            stream.consume(&span);
-            if span.first_seq != 2 {
-                return Err(self.reject(stream, seq, RejectReason::BadHandshake).await);
-            }
-        } else if span.first_seq != 1 {
-            return Err(self.reject(stream, seq, RejectReason::BadHandshake).await);
-        }
+        let (payload, mut seq) = self.read_response(stream).await?;
         let response = match HandshakeResponse::decode(&payload) {
             Ok(r) => r,
             Err(_) => return Err(self.reject(stream, seq, RejectReason::BadHandshake).await),
@@ -246,13 +186,10 @@ impl HandshakeContext {
         }
         // CLIENT_SSL describes this hop only; it must not reach backend pool keys.
         let caps = response.capabilities & offered & !Capabilities::CLIENT_SSL;
-        let user = config.find_user(&response.user).cloned();
-        let want_plugin = user
-            .as_ref()
-            .and_then(|u| u.auth_plugin)
-            .map(plugin_name)
-            .unwrap_or(default_plugin);
-        let client_plugin = response
+        let principal = self.principal(&response.user, config).await;
+        let peer_ip = stream.peer_addr().map(|a| a.ip());
+        let want_plugin = principal.plugin(config, peer_ip);
+        let mut client_plugin = response
             .auth_plugin
             .clone()
             .unwrap_or_else(|| auth::NATIVE.as_bytes().to_vec());
@@ -261,53 +198,44 @@ impl HandshakeContext {
         let mut auth_response = response.auth_response.clone();
         if client_plugin != want_plugin.as_bytes() {
             nonce = auth::random_nonce().to_vec();
-            let mut data = nonce.clone();
-            data.push(0);
-            let switch = AuthSwitchRequest {
-                plugin: want_plugin.as_bytes().to_vec(),
-                data,
-            };
-            let mut out = BytesMut::new();
-            switch.encode(&mut out);
-            stream.send_packet(seq, &out).await?;
-            let span = stream.expect_packet().await?;
-            auth_response = stream.payload(&span).into_owned();
-            seq = span.last_seq.wrapping_add(1);
-            stream.consume(&span);
+            auth_response = switch_plugin(stream, &mut seq, want_plugin, &nonce).await?;
+            client_plugin = want_plugin.as_bytes().to_vec();
         }
         let used_password = !auth_response.is_empty();
-        let peer_ip = stream.peer_addr().map(|a| a.ip());
         if let Some(ip) = peer_ip {
             self.backoff(ip, config).await;
         }
-        let verified = match &user {
-            None => false,
-            Some(u) if want_plugin == auth::CACHING_SHA2 => {
-                self.verify_sha2(stream, &mut seq, u, &nonce, &auth_response)
-                    .await?
-            }
-            Some(u) => password::verify(
-                &u.password,
-                Proof::Native {
-                    nonce: &nonce,
-                    response: &auth_response,
-                },
-            ),
+        let login = Login {
+            plugin: &client_plugin,
+            nonce: &nonce,
+            response: &auth_response,
         };
+        let verdict = self
+            .authenticate(stream, &mut seq, principal, login, config)
+            .await?;
         if let Some(ip) = peer_ip {
-            self.record_login(ip, verified);
+            self.record_verdict(ip, &verdict);
         }
-        let Some(user) = user.filter(|_| verified) else {
-            let host = peer_ip.map(|ip| ip.to_string()).unwrap_or_default();
-            let err = password::access_denied(&response.user, &host, used_password);
-            send_err(stream, seq, &err).await;
-            return Err(HandshakeError::Rejected(RejectReason::AccessDenied));
+        let user = match verdict {
+            Ok(user) => user,
+            Err(refusal) => {
+                let host = peer_ip.map(|ip| ip.to_string()).unwrap_or_default();
+                send_err(
+                    stream,
+                    seq,
+                    &refusal.packet(&response.user, &host, used_password),
+                )
+                .await;
+                return Err(HandshakeError::Rejected(RejectReason::AccessDenied));
+            }
         };
         if let Some(err) = charset::refusal(u16::from(response.collation)) {
             send_err(stream, seq, &err).await;
             return Err(HandshakeError::Rejected(RejectReason::ClientCharset));
         }
+        let interactive = caps.contains(Capabilities::CLIENT_INTERACTIVE);
         Ok(ClientHello {
+            idle_timeout: server.idle.map(|t| t.for_login(interactive)),
             fresh_status: server.status
                 & (StatusFlags::SERVER_STATUS_AUTOCOMMIT
                     | StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES),
@@ -319,6 +247,108 @@ impl HandshakeContext {
             attrs: response.connect_attrs,
             next_seq: seq,
         })
+    }
+
+    /// The HandshakeV10 packet a client is greeted with.
+    fn greeting(
+        &self,
+        server: &ServerInfo,
+        offered: Capabilities,
+        connection_id: u32,
+        nonce: [u8; 20],
+        plugin: &str,
+    ) -> BytesMut {
+        let greeting = Handshake {
+            server_version: self.version_of(server),
+            connection_id,
+            nonce,
+            capabilities: offered,
+            collation: server.collation,
+            status: server.status & StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+            mariadb_caps: server.mariadb_caps & flags::mariadb_caps::RELAYED,
+            auth_plugin: plugin.as_bytes().to_vec(),
+        };
+        let mut out = BytesMut::new();
+        greeting.encode(&mut out);
+        out
+    }
+
+    /// The client's HandshakeResponse, read inside TLS when it asks for it with an
+    /// SSLRequest first; the sequence id of sluice's next packet.
+    async fn read_response(
+        &self,
+        stream: &mut PacketStream,
+    ) -> Result<(Vec<u8>, u8), HandshakeError> {
+        let span = stream.expect_packet().await?;
+        let payload = stream.payload(&span).into_owned();
+        let seq = span.last_seq.wrapping_add(1);
+        stream.consume(&span);
+        if !is_ssl_request(&payload) {
+            if span.first_seq != 1 {
+                return Err(self.reject(stream, seq, RejectReason::BadHandshake).await);
+            }
+            return Ok((payload, seq));
+        }
+        let Some(acceptor) = &self.tls else {
+            return Err(self
+                .reject(stream, seq, RejectReason::TlsNotConfigured)
+                .await);
+        };
+        if span.first_seq != 1 {
+            return Err(self.reject(stream, seq, RejectReason::BadHandshake).await);
+        }
+        stream.upgrade_server_tls(acceptor).await?;
+        // The real HandshakeResponse follows inside TLS, continuing the sequence.
+        let span = stream.expect_packet().await?;
+        let payload = stream.payload(&span).into_owned();
+        let seq = span.last_seq.wrapping_add(1);
+        stream.consume(&span);
+        if span.first_seq != 2 {
+            return Err(self.reject(stream, seq, RejectReason::BadHandshake).await);
+        }
+        Ok((payload, seq))
+    }
+
+    /// Checks the client's proof for `principal`: a listed user's password, or a server
+    /// account (`server_login`). `Err` inside: the refusal the client gets.
+    async fn authenticate(
+        &self,
+        stream: &mut PacketStream,
+        seq: &mut u8,
+        principal: Principal,
+        login: Login<'_>,
+        config: &Arc<Config>,
+    ) -> Result<Result<UserConfig, Refusal>, Error> {
+        let Login {
+            plugin,
+            nonce,
+            response,
+        } = login;
+        match principal {
+            Principal::Listed(u) if plugin == auth::CACHING_SHA2.as_bytes() => {
+                let ok = self.verify_sha2(stream, seq, &u, nonce, response).await?;
+                Ok(if ok {
+                    Ok(u)
+                } else {
+                    Err(Refusal::AccessDenied)
+                })
+            }
+            Principal::Listed(u) => Ok(listed_native(u, nonce, response, config)),
+            Principal::Server { name, account } => {
+                self.server_login(
+                    stream,
+                    seq,
+                    (name, account),
+                    plugin,
+                    nonce,
+                    response,
+                    config,
+                )
+                .await
+            }
+            Principal::Unknown => Ok(Err(Refusal::AccessDenied)),
+            Principal::Unavailable(e) => Ok(Err(Refusal::Unavailable(e))),
+        }
     }
 
     /// Waits before verifying a login from an address with recent failures. It runs before
@@ -339,6 +369,18 @@ impl HandshakeContext {
         }
     }
 
+    /// A login's verdict for the backoff: a wrong guess counts, a success clears the
+    /// address, and a refusal for the account's state or configuration (locked, expired, a
+    /// plugin sluice cannot verify, an unreadable table) does neither, so it cannot be used
+    /// to clear a count of wrong guesses.
+    fn record_verdict(&self, ip: IpAddr, verdict: &Result<UserConfig, Refusal>) {
+        match verdict {
+            Ok(_) => self.record_login(ip, true),
+            Err(r) if r.is_failed_guess() => self.record_login(ip, false),
+            Err(_) => {}
+        }
+    }
+
     /// Counts a failed login from `ip`, or clears it after a successful one.
     pub fn record_login(&self, ip: IpAddr, verified: bool) {
         if verified {
@@ -346,83 +388,6 @@ impl HandshakeContext {
         } else {
             self.auth_failures.failed(ip, Instant::now());
         }
-    }
-
-    /// caching_sha2_password: the fast path when the scramble matches a cached user, otherwise
-    /// full authentication: over TLS the client sends the password in clear (NUL-terminated);
-    /// without TLS it must fetch the RSA key and send it encrypted.
-    async fn verify_sha2(
-        &self,
-        stream: &mut PacketStream,
-        seq: &mut u8,
-        user: &UserConfig,
-        nonce: &[u8],
-        response: &[u8],
-    ) -> Result<bool, Error> {
-        let scramble = Proof::Sha2 { nonce, response };
-        // Full authentication cannot succeed against a native hash, and an empty password
-        // has none: the scramble decides.
-        if user.password.is_native_hash() || user.password.expose().is_empty() {
-            return Ok(password::verify(&user.password, scramble));
-        }
-        let cached = self
-            .sha2_cache
-            .lock()
-            .map(|c| c.contains(&user.name))
-            .unwrap_or(false);
-        if cached && password::verify(&user.password, scramble) {
-            let mut out = BytesMut::new();
-            AuthMoreData(vec![FAST_AUTH_OK]).encode(&mut out);
-            *seq = stream.send_packet(*seq, &out).await?;
-            return Ok(true);
-        }
-        // Full authentication: ask for the password, offering our RSA public key.
-        let mut out = BytesMut::new();
-        AuthMoreData(vec![PERFORM_FULL_AUTH]).encode(&mut out);
-        *seq = stream.send_packet(*seq, &out).await?;
-        let span = stream.expect_packet().await?;
-        let mut reply = stream.payload(&span).into_owned();
-        *seq = span.last_seq.wrapping_add(1);
-        stream.consume(&span);
-        if reply == [REQUEST_PUBLIC_KEY] {
-            let key = self.rsa_key().await;
-            let mut out = BytesMut::new();
-            AuthMoreData(key.public_pem()).encode(&mut out);
-            *seq = stream.send_packet(*seq, &out).await?;
-            let span = stream.expect_packet().await?;
-            reply = stream.payload(&span).into_owned();
-            *seq = span.last_seq.wrapping_add(1);
-            stream.consume(&span);
-            let ok = match key.decrypt_password(&reply, nonce) {
-                Ok(mut clear) => {
-                    if clear.last() == Some(&0) {
-                        clear.pop();
-                    }
-                    password::verify(&user.password, Proof::Cleartext(&clear))
-                }
-                Err(_) => false,
-            };
-            if ok {
-                if let Ok(mut c) = self.sha2_cache.lock() {
-                    c.insert(user.name.clone());
-                }
-            }
-            return Ok(ok);
-        }
-        // A cleartext password over an unencrypted connection is refused, as MySQL does.
-        if !stream.is_secure() {
-            return Ok(false);
-        }
-        if reply.last() == Some(&0) {
-            reply.pop();
-        }
-        let ok = password::verify(&user.password, Proof::Cleartext(&reply));
-        if ok {
-            if let Ok(mut c) = self.sha2_cache.lock() {
-                c.insert(user.name.clone());
-            }
-        }
-        Ok(ok)
     }
 
     /// A malformed or unsupported handshake: ER_HANDSHAKE_ERROR naming `why`.
@@ -437,28 +402,37 @@ impl HandshakeContext {
         HandshakeError::Rejected(why)
     }
 
-    /// COM_CHANGE_USER's authentication against sluice's user list, with the login's
-    /// `scramble`: as the server does, it stays. A native-password client answers with it in
-    /// the request itself (Connector/C ignores a new one in a switch), and any other plugin
-    /// is switched to native over that same scramble. The backoff and the failure count are
-    /// the login's: a client must not get unlimited fast guesses over one connection.
+    /// COM_CHANGE_USER's authentication against sluice's user list or the server's
+    /// accounts, with the login's `scramble`: as the server does, it stays. A native-password
+    /// client answers with it in the request itself (Connector/C ignores a new one in a
+    /// switch), and any other plugin is switched to the account's over that same scramble.
+    /// The backoff and the failure count are the login's: a client must not get unlimited
+    /// fast guesses over one connection.
     pub async fn change_user(
         &self,
         stream: &mut PacketStream,
-        config: &Config,
+        config: &Arc<Config>,
         req: &ChangeUser,
         scramble: &[u8],
     ) -> Result<Reauth, Error> {
-        let user = config.find_user(&req.user).cloned();
+        let principal = self.principal(&req.user, config).await;
+        let peer_ip = stream.peer_addr().map(|a| a.ip());
+        // A listed user is checked with mysql_native_password (sluice's way since the list
+        // began); a server account with its own plugin.
+        let want = match &principal {
+            Principal::Server { .. } => principal.plugin(config, peer_ip),
+            _ => auth::NATIVE,
+        };
         let native = auth::NATIVE.as_bytes();
-        let (response, seq) = if req.auth_plugin.as_deref().unwrap_or(native) == native {
+        let (response, mut seq) = if req.auth_plugin.as_deref().unwrap_or(native) == want.as_bytes()
+        {
             (req.auth_response.clone(), 1)
         } else {
             let mut data = scramble.to_vec();
             data.push(0);
             let mut out = BytesMut::new();
             AuthSwitchRequest {
-                plugin: native.to_vec(),
+                plugin: want.as_bytes().to_vec(),
                 data,
             }
             .encode(&mut out);
@@ -469,27 +443,30 @@ impl HandshakeContext {
             stream.consume(&span);
             (response, seq)
         };
-        let peer_ip = stream.peer_addr().map(|a| a.ip());
         if let Some(ip) = peer_ip {
             self.backoff(ip, config).await;
         }
-        let proof = Proof::Native {
+        let login = Login {
+            plugin: want.as_bytes(),
             nonce: scramble,
             response: &response,
         };
-        let verified = user
-            .as_ref()
-            .is_some_and(|u| password::verify(&u.password, proof));
+        let verdict = self
+            .authenticate(stream, &mut seq, principal, login, config)
+            .await?;
         if let Some(ip) = peer_ip {
-            self.record_login(ip, verified);
+            self.record_verdict(ip, &verdict);
         }
-        let Some(user) = user.filter(|_| verified) else {
-            let host = peer_ip.map(|ip| ip.to_string()).unwrap_or_default();
-            return Ok(Reauth::Refused {
-                err: password::access_denied(&req.user, &host, !response.is_empty()),
-                seq,
-                reason: RejectReason::AccessDenied,
-            });
+        let user = match verdict {
+            Ok(user) => user,
+            Err(refusal) => {
+                let host = peer_ip.map(|ip| ip.to_string()).unwrap_or_default();
+                return Ok(Reauth::Refused {
+                    err: refusal.packet(&req.user, &host, !response.is_empty()),
+                    seq,
+                    reason: RejectReason::AccessDenied,
+                });
+            }
         };
         if let Some(err) = req.collation.and_then(charset::refusal) {
             return Ok(Reauth::Refused {
@@ -502,11 +479,56 @@ impl HandshakeContext {
     }
 }
 
-fn plugin_name(p: AuthPluginName) -> &'static str {
-    match p {
-        AuthPluginName::Native => auth::NATIVE,
-        AuthPluginName::CachingSha2 => auth::CACHING_SHA2,
+/// What the client answered with: its plugin, over which nonce, and the answer.
+#[derive(Clone, Copy)]
+struct Login<'a> {
+    plugin: &'a [u8],
+    nonce: &'a [u8],
+    response: &'a [u8],
+}
+
+/// A listed user's native answer. A `*<40 hex>` password with no backend password of its
+/// own logs in to the backend with the SHA1(password) the answer gives back.
+fn listed_native(
+    mut user: UserConfig,
+    nonce: &[u8],
+    response: &[u8],
+    config: &Config,
+) -> Result<UserConfig, Refusal> {
+    let proof = Proof::Native { nonce, response };
+    if !password::verify(&user.password, proof) {
+        return Err(Refusal::AccessDenied);
     }
+    let pass_through = user.backend_password.is_none() && config.backend_password.is_none();
+    if pass_through && user.password.is_native_hash() {
+        if let Some(stage1) = auth::native_recover_stage1(nonce, user.password.expose(), response) {
+            user.password = Secret::native_stage1(stage1);
+        }
+    }
+    Ok(user)
+}
+
+/// Asks the client to answer `nonce` with `plugin` instead (AuthSwitchRequest); its answer.
+async fn switch_plugin(
+    stream: &mut PacketStream,
+    seq: &mut u8,
+    plugin: &str,
+    nonce: &[u8],
+) -> Result<Vec<u8>, Error> {
+    let mut data = nonce.to_vec();
+    data.push(0);
+    let switch = AuthSwitchRequest {
+        plugin: plugin.as_bytes().to_vec(),
+        data,
+    };
+    let mut out = BytesMut::new();
+    switch.encode(&mut out);
+    stream.send_packet(*seq, &out).await?;
+    let span = stream.expect_packet().await?;
+    let answer = stream.payload(&span).into_owned();
+    *seq = span.last_seq.wrapping_add(1);
+    stream.consume(&span);
+    Ok(answer)
 }
 
 /// Best effort: the client may already be gone.

@@ -49,6 +49,12 @@ impl IdentityModes {
         self.lock().iter().map(|(u, m)| (u.clone(), *m)).collect()
     }
 
+    /// Sets an account's mode without probing or logging (sluice's own service accounts,
+    /// which never present a client's id).
+    pub fn preset(&self, user: &str, mode: IdentityMode) {
+        self.lock().insert(user.to_string(), mode);
+    }
+
     /// Records what a login found; the first finding per account is logged (at WARN for the
     /// rewrite, with the GRANT that would switch it). Later findings change nothing: a
     /// GRANT given while sluice runs takes effect at its next start.

@@ -3,7 +3,7 @@
 //! A session waits on its cancellations (shutdown, KILL, the drain deadline) beside every
 //! read of the client and every answer of the backend, so each statement polls them again
 //! although they almost never fire. A cancellation future's poll takes two locks (the token's
-//! node and its `Notify`'s waiter list): about 150 instructions, three times a statement.
+//! node and its `Notify`'s waiter list), three times a statement.
 //! `Latched` hands the inner future a waker of its own that records the wake-up; until that
 //! waker has been called, a poll only re-registers the task's waker (two atomics) and answers
 //! `Pending`. A future may only become ready after it has woken the waker it was polled

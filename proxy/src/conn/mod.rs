@@ -4,21 +4,30 @@
 //! (`server_info`), what each backend account may do about CONNECTION_ID() (`identity`) and
 //! the one password check of every login (`password`), and the cheap re-poll of the
 //! cancellations a session waits on beside its sockets (`latch`), and when a wait for a
-//! backend's reply polls instead of sleeping (`busy_poll`).
+//! backend's reply polls instead of sleeping (`busy_poll`), and what a client could read on a
+//! backend connection besides its movable state (`visible`).
+//! The account table read as auth_user for accounts from the server (`account_table`).
 //! No pool policy lives here.
 
+pub mod account_table;
 pub mod auth_failures;
 pub mod backend;
+mod backend_login;
+pub mod baseline;
 pub mod busy_poll;
 pub mod client;
+pub mod handshake_state;
 pub mod identity;
 pub mod latch;
 pub mod movable;
 pub mod password;
 pub mod server_info;
+pub mod server_login;
+pub mod sha2_login;
 pub mod stmts;
 pub mod stream;
 pub mod tls;
+pub mod visible;
 
 pub use backend::{BackendConn, BackendTarget, PoolKey};
 pub use stream::PacketStream;

@@ -21,6 +21,9 @@ pub struct ServerInfo {
     pub status: StatusFlags,
     /// MariaDB's extended capabilities (0 from MySQL).
     pub mariadb_caps: u32,
+    /// A new session's idle timeouts, read with the baseline after a backend's login (not
+    /// part of the greeting); `None` until one was read.
+    pub idle: Option<super::baseline::IdleTimeouts>,
 }
 
 impl ServerInfo {
@@ -31,7 +34,15 @@ impl ServerInfo {
             collation: hs.collation,
             status: hs.status,
             mariadb_caps: hs.mariadb_caps,
+            idle: None,
         }
+    }
+
+    /// The server is MariaDB (its version says so), not MySQL.
+    pub fn is_mariadb(&self) -> bool {
+        self.version
+            .windows(7)
+            .any(|w| w.eq_ignore_ascii_case(b"MariaDB"))
     }
 
     /// What sluice presents before any backend has answered.
@@ -42,6 +53,7 @@ impl ServerInfo {
             collation: FALLBACK_COLLATION,
             status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
             mariadb_caps: 0,
+            idle: None,
         }
     }
 }
@@ -57,13 +69,24 @@ impl ServerInfoCell {
         self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Records a greeting; true when it differs from the one held.
+    /// Records a greeting; true when it differs from the one held. Idle timeouts it does not
+    /// carry (a greeting alone) keep the ones known.
     pub fn learn(&self, info: &ServerInfo) -> bool {
-        if self.get().is_some_and(|held| *held == *info) {
+        let held = self.get();
+        let info = ServerInfo {
+            idle: info.idle.or(held.as_ref().and_then(|h| h.idle)),
+            ..info.clone()
+        };
+        if held.is_some_and(|held| *held == info) {
             return false;
         }
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(info.clone()));
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(info));
         true
+    }
+
+    /// The idle timeouts a session logging in now starts with, once a backend read them.
+    pub fn idle(&self) -> Option<super::baseline::IdleTimeouts> {
+        self.get().and_then(|info| info.idle)
     }
 }
 

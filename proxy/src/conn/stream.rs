@@ -11,9 +11,10 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
 
 use super::Error;
+
+mod tls;
 use crate::config::Endpoint;
 use crate::protocol::frame::{self, LogicalSpan};
 
@@ -47,6 +48,9 @@ pub struct PacketStream {
     read_chunk: usize,
     /// Total bytes written, for the bytes counters.
     written: u64,
+    /// `flush_within` gave up while TLS still held bytes it had taken: the next flush
+    /// pushes them out even with nothing queued.
+    unflushed: bool,
 }
 
 impl PacketStream {
@@ -64,6 +68,7 @@ impl PacketStream {
             max_payload,
             read_chunk,
             written: 0,
+            unflushed: false,
         }
     }
 
@@ -94,6 +99,7 @@ impl PacketStream {
             max_payload,
             read_chunk,
             written: 0,
+            unflushed: false,
         }
     }
 
@@ -108,6 +114,16 @@ impl PacketStream {
         }
         if self.wbuf.is_empty() && self.wbuf.capacity() > self.read_chunk {
             self.wbuf = BytesMut::new();
+        }
+    }
+
+    /// This end's address (what a server sees the connection come from, without NAT).
+    pub fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        match &self.socket {
+            Transport::Plain(s) => s.local_addr().ok(),
+            Transport::Tls(s) => s.get_ref().0.local_addr().ok(),
+            Transport::TlsClient(s) => s.get_ref().0.local_addr().ok(),
+            Transport::Unix(_) | Transport::Detached => None,
         }
     }
 
@@ -129,23 +145,6 @@ impl PacketStream {
         )
     }
 
-    /// Runs the server side of a TLS handshake on the plain socket (after the client's
-    /// SSLRequest). Bytes already read past the SSLRequest are the start of the client's
-    /// ClientHello (clients send it without waiting), so they are fed to rustls first.
-    pub async fn upgrade_server_tls(&mut self, acceptor: &TlsAcceptor) -> Result<(), Error> {
-        let Transport::Plain(tcp) = std::mem::replace(&mut self.socket, Transport::Detached) else {
-            return Err(Error::Io(std::io::ErrorKind::InvalidInput.into()));
-        };
-        let early = self.rbuf.split();
-        let mut fed: std::io::Result<()> = Ok(());
-        let tls = acceptor
-            .accept_with(tcp, |conn| fed = feed_early_bytes(conn, &early))
-            .await?;
-        fed?;
-        self.socket = Transport::Tls(Box::new(tls));
-        Ok(())
-    }
-
     /// For a connection that sits idle between commands: has the peer closed it, or sent
     /// something unasked (a server's "connection killed" ERR before it closes)? Either way it
     /// cannot be used. Never waits; a socket with nothing to read is alive.
@@ -162,21 +161,6 @@ impl PacketStream {
             Transport::Detached => return true,
         };
         !matches!(read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
-    }
-
-    /// Runs the client side of a TLS handshake with a backend (after sluice's SSLRequest).
-    /// The server says nothing between the SSLRequest and the handshake, so nothing is buffered.
-    pub async fn upgrade_client_tls(
-        &mut self,
-        connector: &tokio_rustls::TlsConnector,
-        name: rustls::pki_types::ServerName<'static>,
-    ) -> Result<(), Error> {
-        let Transport::Plain(tcp) = std::mem::replace(&mut self.socket, Transport::Detached) else {
-            return Err(Error::Io(std::io::ErrorKind::InvalidInput.into()));
-        };
-        let tls = connector.connect(name, tcp).await.map_err(Error::Tls)?;
-        self.socket = Transport::TlsClient(Box::new(tls));
-        Ok(())
     }
 
     pub fn set_max_payload(&mut self, max: usize) {
@@ -224,6 +208,33 @@ impl PacketStream {
                 } else {
                     Err(Error::Truncated)
                 };
+            }
+        }
+    }
+
+    /// Drops the logical packet at the start of the read buffer unread, reading the rest of
+    /// it as it arrives (each read within `stall`) and keeping none of it: a packet over
+    /// the payload limit, which the peer sends whole all the same. `skip` keeps where it got
+    /// to: with `whole` this returns once all of the packet is dropped, without once its
+    /// last chunk's sequence id is known (after which the answer to it comes): that id.
+    pub async fn discard_packet(
+        &mut self,
+        skip: &mut frame::Skip,
+        stall: Duration,
+        whole: bool,
+    ) -> Result<u8, Error> {
+        loop {
+            let (n, done) = skip.feed(&self.rbuf);
+            self.rbuf.advance(n);
+            match skip.last_seq() {
+                Some(seq) if done || !whole => return Ok(seq),
+                _ => {}
+            }
+            let more = tokio::time::timeout(stall, self.fill())
+                .await
+                .map_err(|_| Error::Timeout("reading a packet"))??;
+            if !more {
+                return Err(Error::Truncated);
             }
         }
     }
@@ -350,7 +361,7 @@ impl PacketStream {
     /// transport is not plain TCP), for `flush`. The bytes and their count are as `flush`'s.
     pub fn try_flush(&mut self) -> Result<bool, Error> {
         if self.wbuf.is_empty() {
-            return Ok(true);
+            return Ok(!self.unflushed);
         }
         let Transport::Plain(s) = &self.socket else {
             return Ok(false);
@@ -377,7 +388,7 @@ impl PacketStream {
 
     /// Writes everything queued. `timeout` bounds a peer that stops reading.
     pub async fn flush(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
-        if self.wbuf.is_empty() {
+        if self.wbuf.is_empty() && !self.unflushed {
             return Ok(());
         }
         let write = async {
@@ -410,7 +421,58 @@ impl PacketStream {
         }
         self.written += self.wbuf.len() as u64;
         self.wbuf.clear();
+        self.unflushed = false;
         Ok(())
+    }
+
+    /// Writes what is queued, waiting at most `within` for a peer that does not read:
+    /// `Ok(false)` when it had not taken everything by then. Unlike `flush`, giving up loses
+    /// nothing: what is left stays queued (and counted once written), for a later flush.
+    pub async fn flush_within(&mut self, within: Duration) -> Result<bool, Error> {
+        if self.try_flush()? {
+            return Ok(true);
+        }
+        let deadline = tokio::time::Instant::now() + within;
+        // One write at a time: each either writes some bytes or, cancelled, none.
+        while !self.wbuf.is_empty() {
+            match tokio::time::timeout_at(deadline, self.write_some()).await {
+                Ok(Ok(0)) => return Err(Error::Io(std::io::ErrorKind::WriteZero.into())),
+                Ok(Ok(n)) => {
+                    self.written += n as u64;
+                    self.wbuf.advance(n);
+                }
+                Ok(Err(e)) => return Err(e.into()),
+                Err(_) => return Ok(false),
+            }
+        }
+        // TLS may hold the last record until flushed.
+        self.unflushed = true;
+        match tokio::time::timeout_at(deadline, self.flush_transport()).await {
+            Ok(r) => r?,
+            Err(_) => return Ok(false),
+        }
+        self.unflushed = false;
+        Ok(true)
+    }
+
+    /// One write of the queued bytes: how many the socket took.
+    async fn write_some(&mut self) -> std::io::Result<usize> {
+        match &mut self.socket {
+            Transport::Plain(s) => s.write(&self.wbuf).await,
+            Transport::Tls(s) => s.write(&self.wbuf).await,
+            Transport::TlsClient(s) => s.write(&self.wbuf).await,
+            Transport::Unix(s) => s.write(&self.wbuf).await,
+            Transport::Detached => Err(std::io::ErrorKind::NotConnected.into()),
+        }
+    }
+
+    /// Pushes out what the transport itself holds (TLS records); nothing for plain sockets.
+    async fn flush_transport(&mut self) -> std::io::Result<()> {
+        match &mut self.socket {
+            Transport::Tls(s) => s.flush().await,
+            Transport::TlsClient(s) => s.flush().await,
+            _ => Ok(()),
+        }
     }
 
     /// Queues and flushes one packet.
@@ -418,6 +480,23 @@ impl PacketStream {
         let next = self.queue_packet(seq, payload);
         self.flush(None).await?;
         Ok(next)
+    }
+
+    /// Makes the socket's close a reset (RST) rather than an orderly end: what MariaDB does
+    /// to a connection idle past its wait_timeout, which drivers then report as "server has
+    /// gone away" (2006) on their next command rather than as a lost connection (2013).
+    pub fn reset_on_close(&mut self) {
+        let _ = match &self.socket {
+            Transport::Plain(s) => s.set_zero_linger(),
+            Transport::Tls(s) => s.get_ref().0.set_zero_linger(),
+            Transport::TlsClient(s) => s.get_ref().0.set_zero_linger(),
+            Transport::Unix(_) | Transport::Detached => Ok(()),
+        };
+    }
+
+    /// Bytes read and not yet taken (a command on its way, in part or whole).
+    pub fn buffered(&self) -> usize {
+        self.rbuf.len()
     }
 
     pub async fn shutdown(&mut self) {
@@ -430,18 +509,6 @@ impl PacketStream {
             Transport::Detached => Ok(()),
         };
     }
-}
-
-/// Hands bytes that were read before the upgrade to rustls, as if they came off the socket.
-fn feed_early_bytes(conn: &mut rustls::ServerConnection, mut early: &[u8]) -> std::io::Result<()> {
-    while !early.is_empty() {
-        if conn.read_tls(&mut early)? == 0 {
-            break;
-        }
-        conn.process_new_packets()
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //! answer to its own client, with its own write timeout, then hands the chain on; the last
 //! one gives backend and slot back as after any statement.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -30,41 +31,77 @@ use super::{PooledBackend, Slot};
 use crate::conn::backend::{MovableState, PoolKey};
 use crate::conn::BackendConn;
 use crate::protocol::{ErrPacket, ResponseKind};
+use crate::stats::{PipelineStats, Stats};
 
 /// A statement that joined a batch: what it runs, and where its turn arrives.
-pub struct Member {
-    pub work: Work,
-    pub tx: oneshot::Sender<Baton>,
+pub(crate) struct Member {
+    pub(crate) work: Work,
+    pub(crate) tx: oneshot::Sender<Baton>,
 }
 
 /// What a member runs.
-pub enum Work {
+pub(crate) enum Work {
     /// A COM_QUERY, framed as it goes to the backend.
     Query(Bytes),
     /// A prepared statement's execution, whose packet names the statement by the batch
     /// backend's own id: it is built once the backend is known.
-    Execute(Box<dyn ForBackend>),
+    Execute(Box<dyn ForBackend<'static> + Send>),
 }
 
-/// Builds an execution's packet for one backend.
-pub trait ForBackend: Send {
-    /// The framed packet for `backend`, or `None` when the statement is not prepared there
-    /// (the member then runs on its own, where it is prepared first).
-    fn packet_for(&self, backend: &mut BackendConn) -> Option<Vec<u8>>;
+/// A statement addressed to one backend: a query goes as the client sent it, a prepared
+/// statement's execution names the statement by that backend's own id. A session's own
+/// statement (`session::statement::Request`) and a batch member's execution are both
+/// built this way; `'a` is what a packet may borrow from (a query's bytes as the client sent
+/// them).
+pub(crate) trait ForBackend<'a> {
+    /// The framed packet for `backend`, or `None` when it is an execution of a statement
+    /// not prepared there.
+    fn packet_for(&self, backend: &mut BackendConn) -> Option<Cow<'a, [u8]>>;
+    /// The statement's text as the server shows it while running it (PROCESSLIST).
+    fn text(&self) -> Option<&[u8]>;
 }
 
 impl Work {
     /// The answer it gets: a text result set, or a binary one.
-    pub fn response(&self) -> ResponseKind {
+    pub(crate) fn response(&self) -> ResponseKind {
         match self {
             Work::Query(_) => ResponseKind::Query,
             Work::Execute(_) => ResponseKind::Execute,
         }
     }
+
+    /// The statement's text as the server shows it while running it (PROCESSLIST).
+    pub(crate) fn text(&self) -> Option<&[u8]> {
+        match self {
+            Work::Query(packet) => query_text(packet),
+            Work::Execute(e) => e.text(),
+        }
+    }
+
+    /// Its packet for the batch's backend; `None`: an execution of a statement not prepared
+    /// there, which then runs on its own (preparing it here would hold back the whole batch).
+    pub(crate) fn packet_for(&self, backend: &mut BackendConn) -> Option<Bytes> {
+        match self {
+            Work::Query(packet) => Some(packet.clone()),
+            Work::Execute(e) => e.packet_for(backend).map(|p| Bytes::from(p.into_owned())),
+        }
+    }
+}
+
+/// The SQL of a framed COM_QUERY in one packet.
+pub(crate) fn query_text(packet: &[u8]) -> Option<&[u8]> {
+    match packet {
+        [l0, l1, l2, _, 0x03, sql @ ..]
+            if usize::from_le_bytes([*l0, *l1, *l2, 0, 0, 0, 0, 0]) == sql.len() + 1 =>
+        {
+            Some(sql)
+        }
+        _ => None,
+    }
 }
 
 /// What a member receives when its turn comes.
-pub enum Baton {
+pub(crate) enum Baton {
     /// The backend is at this member's answer.
     Run(Box<Chain>),
     /// The batch's backend failed before this member's answer began. Its statement is a
@@ -74,17 +111,36 @@ pub enum Baton {
     Fail(ErrPacket),
 }
 
+/// The members whose answers come after the current one, in order.
+pub(crate) type Rest = std::vec::IntoIter<Member>;
+
+/// The members still waiting behind an answer that holds them up (slow, or its client not
+/// reading) stop waiting: each runs again on its own (`Baton::Retry`: a read whose client has
+/// seen nothing), and its copy's answer in the batch is read and dropped when it comes
+/// (`session::Session::hand_on` finds nobody waiting for it).
+pub(crate) fn cut_loose(rest: &mut Rest, stats: &PipelineStats) {
+    for m in rest.as_mut_slice() {
+        let (dead, _) = oneshot::channel();
+        if std::mem::replace(&mut m.tx, dead)
+            .send(Baton::Retry)
+            .is_ok()
+        {
+            Stats::incr(&stats.cuts);
+        }
+    }
+}
+
 /// The backend of a batch on its way through the batch's sessions.
-pub struct Chain {
-    pub backend: PooledBackend,
-    pub slot: Slot,
+pub(crate) struct Chain {
+    pub(crate) backend: PooledBackend,
+    pub(crate) slot: Slot,
     /// The members whose answers come after the current one, in order.
-    pub rest: std::vec::IntoIter<Member>,
+    pub(crate) rest: Rest,
     /// A statement of the batch changed session state nothing predicted: the backend is
     /// closed once the batch is over, never pooled.
-    pub dirty: bool,
+    pub(crate) dirty: bool,
     /// When the batch was written, and when the answer before the next one ended.
-    pub turn: Turn,
+    pub(crate) turn: Turn,
 }
 
 /// A batch's times as its backend goes from answer to answer. A member's statement time
@@ -93,27 +149,27 @@ pub struct Chain {
 /// is the time the pool's mean statement time counts, or batching would inflate it by the
 /// statements ahead and so talk itself out of batching (`Slots::statement_cost`).
 #[derive(Clone, Copy, Debug)]
-pub struct Turn {
-    pub sent: Instant,
+pub(crate) struct Turn {
+    pub(crate) sent: Instant,
     /// Where the current answer's hold on the backend began.
-    pub from: Instant,
+    pub(crate) from: Instant,
 }
 
 impl Turn {
     /// A batch written at `sent`: its first answer holds the backend from then.
-    pub fn new(sent: Instant) -> Turn {
+    pub(crate) fn new(sent: Instant) -> Turn {
         Turn { sent, from: sent }
     }
     /// The current answer ended at `ended`: returns where its hold began; the next one's
     /// begins at `ended`.
-    pub fn answered(&mut self, ended: Instant) -> Instant {
+    pub(crate) fn answered(&mut self, ended: Instant) -> Instant {
         std::mem::replace(&mut self.from, ended)
     }
 }
 
 /// A pool's open batches (those whose leader has not written them yet).
 #[derive(Default)]
-pub struct Batches {
+pub(crate) struct Batches {
     open: Mutex<Vec<Open>>,
     next_id: AtomicU64,
 }
@@ -133,7 +189,7 @@ struct Open {
 impl Batches {
     /// Opens a batch led by a statement that is about to queue for a slot as arrival
     /// `ticket`, with room for `room` members.
-    pub fn open(
+    pub(crate) fn open(
         self: &Arc<Self>,
         key: &PoolKey,
         state: &MovableState,
@@ -160,7 +216,7 @@ impl Batches {
     /// Joins an open batch of the same key and state, if one has room and nobody queued
     /// for a slot since its leader (`arrivals` is the slot queue's count now).
     /// `work` is built only when the batch takes it.
-    pub fn join(
+    pub(crate) fn join(
         &self,
         key: &PoolKey,
         state: &MovableState,
@@ -190,21 +246,21 @@ impl Batches {
 
 /// A batch its leader has opened and not yet written. Dropped unclosed (the leader's
 /// session ended first), its members run their statements on their own.
-pub struct OpenBatch {
+pub(crate) struct OpenBatch {
     batches: Arc<Batches>,
     id: u64,
 }
 
 impl OpenBatch {
     /// No more members: the ones that joined, in the order they did.
-    pub fn close(self) -> Vec<Member> {
+    pub(crate) fn close(self) -> Vec<Member> {
         let members = self.batches.take(self.id);
         std::mem::forget(self);
         members
     }
 
     /// The leader's statement failed before it ran: every member gets the same error.
-    pub fn fail(self, err: &ErrPacket) {
+    pub(crate) fn fail(self, err: &ErrPacket) {
         for m in self.close() {
             let _ = m.tx.send(Baton::Fail(err.clone()));
         }
@@ -245,6 +301,7 @@ mod tests {
             user: Arc::from(user),
             caps: 0,
             collation: 45,
+            globals: 0,
         }
     }
 

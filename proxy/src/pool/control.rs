@@ -20,11 +20,11 @@ use crate::conn::BackendConn;
 use crate::protocol::ErrPacket;
 
 /// How long a successful check answers for later logins naming the same database.
-pub const VERIFIED_FOR: Duration = Duration::from_secs(1);
+pub(crate) const VERIFIED_FOR: Duration = Duration::from_secs(1);
 
 /// Why a login's default database was not accepted.
 #[derive(Debug)]
-pub enum CheckError {
+pub(crate) enum CheckError {
     /// The server's own answer (1049, 1044, ...), to be sent to the client as it is.
     Refused(ErrPacket),
     /// No answer: the server is down, refuses the login, or did not reply in time.
@@ -43,7 +43,7 @@ struct LaneKey {
 struct Lane {
     conn: Option<BackendConn>,
     /// The address and password `conn` logged in with (a RELOAD may change them).
-    login: Option<(String, String)>,
+    login: Option<(String, crate::config::Secret)>,
     /// Database -> when its last successful check started.
     verified: HashMap<Vec<u8>, Instant>,
 }
@@ -73,7 +73,7 @@ impl Pool {
     /// Checks that the account of `target` may use database `db`, as the server would at a
     /// login naming it. Gives up at `deadline`; while the server is down, waits for the
     /// reconnect loop at most `down_wait`.
-    pub async fn check_database(
+    pub(crate) async fn check_database(
         &self,
         key: &PoolKey,
         target: &BackendTarget,
@@ -184,7 +184,7 @@ impl Pool {
 
     /// Opens the control connection of `key`'s account ahead of the first login (at start:
     /// it also reads the server's max_connections). Failures are left to the first login.
-    pub async fn open_control(&self, key: &PoolKey, target: &BackendTarget) {
+    pub(crate) async fn open_control(&self, key: &PoolKey, target: &BackendTarget) {
         let lane = self.shared.lanes.get(key);
         let mut lane = lane.lock().await;
         if lane.conn.is_none() {
@@ -193,6 +193,48 @@ impl Pool {
                 lane.login = Some((target.addr.to_string(), target.password.clone()));
             }
         }
+    }
+
+    /// Runs `sql`, a query of one number, on `key`'s control connection (opened if needed),
+    /// and returns that number; `None` if the server refused it, or is down, or busy with
+    /// logins past `deadline`.
+    pub(super) async fn number_on_control(
+        &self,
+        key: &PoolKey,
+        target: &BackendTarget,
+        sql: &[u8],
+        deadline: Instant,
+    ) -> Option<u64> {
+        let lane = self.shared.lanes.get(key);
+        let read = async {
+            let mut lane = lane.lock().await;
+            let login = (target.addr.to_string(), target.password.clone());
+            if lane.login.as_ref() != Some(&login) {
+                lane.conn = None;
+            }
+            let kept = match lane.conn.take() {
+                Some(mut c) => (!c.stream.closed_while_idle()).then_some(c),
+                None => None,
+            };
+            let mut conn = match kept {
+                Some(c) => c,
+                None => self.open_conn(&control_key(key), target, true).await.ok()?,
+            };
+            let answer = tokio::time::timeout(target.connect_timeout, conn.query_first_u64(sql));
+            let n = match answer.await {
+                Ok(Ok(answer)) => answer.ok().flatten(),
+                // Broken or silent: dropped (the next login opens a fresh one).
+                _ => return None,
+            };
+            conn.last_used = Instant::now();
+            lane.login = Some(login);
+            lane.conn = Some(conn);
+            n
+        };
+        tokio::time::timeout_at(deadline.into(), read)
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Closes control connections unused for `idle_timeout` (0: never); skips busy ones.
@@ -228,5 +270,6 @@ fn control_key(key: &PoolKey) -> PoolKey {
         user: key.user.clone(),
         caps: 0,
         collation: key.collation,
+        globals: key.globals,
     }
 }

@@ -7,7 +7,7 @@ use super::places::PinRefusal;
 use crate::stats::ConnectFailure;
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// The session waited `queue_timeout` for an execution slot or a backend connection.
     #[error("waited {waited:?} for a backend (pool_size={pool_size}, {queued} queued)")]
     QueueTimeout {

@@ -14,7 +14,7 @@ use crate::conn::backend::Health;
 use crate::conn::BackendConn;
 use crate::stats::RecycleOutcome;
 
-pub struct PooledBackend {
+pub(crate) struct PooledBackend {
     conn: Option<BackendConn>,
     pool: Pool,
     /// How a reset on return may be run (`pool::reset`).
@@ -31,13 +31,13 @@ impl PooledBackend {
     }
 
     /// A reset this backend needs on return is counted in `resets` until it is done.
-    pub fn report_resets_to(&mut self, resets: Arc<Resets>) {
+    pub(crate) fn report_resets_to(&mut self, resets: Arc<Resets>) {
         self.policy.tracker = Some(resets);
     }
 
     /// Nobody waits on this backend's state (no transaction, no lock): its reset may wait
     /// for a free execution slot.
-    pub fn defer_reset(&mut self) {
+    pub(crate) fn defer_reset(&mut self) {
         self.policy.deferrable = true;
         self.policy.tracker = None;
     }
@@ -74,11 +74,19 @@ impl Pool {
     pub(crate) fn checkin(&self, mut conn: BackendConn, policy: ResetPolicy) {
         let now = Instant::now();
         conn.last_used = now;
+        if self.fenced(conn.thread_id) {
+            // A KILL QUERY may still land on it (`fence`): nobody else may get it.
+            conn.health = Health::Broken;
+        }
         // One lock for the decision and, for the backend that goes back as it is (nearly
         // every one), its place on the idle list.
         let mut b = self.lock();
         let facts = self.facts(b.open);
-        match recycle::decide(ConnFacts::of(&conn, now), &facts, Occasion::Checkin) {
+        match recycle::decide(
+            ConnFacts::of(&conn, now, self.retired(&conn)),
+            &facts,
+            Occasion::Checkin,
+        ) {
             Recycle::Release => {
                 push_idle(&mut b, conn);
                 drop(b);

@@ -42,7 +42,7 @@ use crate::stats::LimitReason;
 #[derive(Clone, Debug, Default)]
 pub struct LimitStatus {
     /// `pool_size = auto` is in force.
-    pub auto: bool,
+    pub(crate) auto: bool,
     /// The limiter's explanation of its last decision.
     pub reason: String,
 }
@@ -56,51 +56,51 @@ impl LimitState {
     pub fn get(&self) -> LimitStatus {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
-    pub fn set(&self, status: LimitStatus) {
+    pub(crate) fn set(&self, status: LimitStatus) {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = status;
     }
 }
 
 /// What one tick saw at the slots.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Wall time the tick covered.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
     /// Statements that finished on the backend.
-    pub completions: u64,
+    pub(crate) completions: u64,
     /// Their summed backend time (slot hold time per statement).
-    pub busy: Duration,
+    pub(crate) busy: Duration,
     /// Someone queued for a slot, or every slot was taken, at some point in the tick.
-    pub demand: bool,
+    pub(crate) demand: bool,
 }
 
 /// Knobs of the search; the defaults suit 250 ms ticks.
 #[derive(Clone, Copy, Debug)]
-pub struct Tuning {
+pub(crate) struct Tuning {
     /// Ticks ignored after a change, while statements admitted under the old limit finish.
-    pub settle_ticks: u32,
+    pub(crate) settle_ticks: u32,
     /// Ticks per measurement (more when too few statements finished).
-    pub measure_ticks: u32,
+    pub(crate) measure_ticks: u32,
     /// Ticks measured at a limit before the next probe.
-    pub hold_ticks: u32,
+    pub(crate) hold_ticks: u32,
     /// Each probe that finds nothing better doubles the hold, up to this: a limit at the
     /// knee is not taxed by probes every few ticks, and any kept probe or slowdown resets it.
-    pub max_hold_ticks: u32,
+    pub(crate) max_hold_ticks: u32,
     /// A measurement needs at least this many completions (up to `max_measure_ticks`).
-    pub min_completions: u64,
-    pub max_measure_ticks: u32,
+    pub(crate) min_completions: u64,
+    pub(crate) max_measure_ticks: u32,
     /// An up probe must raise throughput by this fraction to be kept.
-    pub gain_up: f64,
+    pub(crate) gain_up: f64,
     /// A down probe may lower throughput by at most this fraction to be kept.
-    pub loss_down: f64,
+    pub(crate) loss_down: f64,
     /// Latency up by this fraction with throughput down by half of it, at the same limit,
     /// means the server slowed: probe down without waiting.
-    pub slowdown: f64,
+    pub(crate) slowdown: f64,
     /// A down probe that lost more than this fraction of throughput was far below the knee:
     /// the next down probes from the same limit are skipped (one more each time, up to
     /// `max_down_skips`), since at a small limit each costs a large share of throughput.
-    pub far_below: f64,
-    pub max_down_skips: u32,
+    pub(crate) far_below: f64,
+    pub(crate) max_down_skips: u32,
 }
 
 impl Default for Tuning {
@@ -123,10 +123,10 @@ impl Default for Tuning {
 
 /// A limit change: the new value, why, and the operator-facing explanation.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Change {
-    pub limit: u32,
-    pub reason: LimitReason,
-    pub detail: String,
+pub(crate) struct Change {
+    pub(crate) limit: u32,
+    pub(crate) reason: LimitReason,
+    pub(crate) detail: String,
 }
 
 /// Throughput and mean backend time over a measurement.
@@ -222,7 +222,7 @@ enum Phase {
 
 /// The limiter's state. `observe` once per tick.
 #[derive(Clone, Debug)]
-pub struct Limiter {
+pub(crate) struct Limiter {
     min: u32,
     max: u32,
     limit: u32,
@@ -248,7 +248,7 @@ fn pct(f: f64) -> String {
 
 impl Limiter {
     /// Starts at `start` clamped into `[min, max]`.
-    pub fn new(min: u32, max: u32, start: u32, tuning: Tuning) -> Limiter {
+    pub(crate) fn new(min: u32, max: u32, start: u32, tuning: Tuning) -> Limiter {
         let max = max.max(min).max(1);
         let min = min.clamp(1, max);
         let limit = start.clamp(min, max);
@@ -271,21 +271,22 @@ impl Limiter {
         }
     }
 
-    pub fn limit(&self) -> u32 {
+    pub(crate) fn limit(&self) -> u32 {
         self.limit
     }
 
     /// What the limiter is doing, in an operator's words ("probe up: throughput +12% ...").
-    pub fn status(&self) -> &str {
+    pub(crate) fn status(&self) -> &str {
         &self.status
     }
 
-    pub fn is_idle(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_idle(&self) -> bool {
         self.idle
     }
 
     /// New bounds (a config change). Clamps the limit and starts measuring afresh.
-    pub fn set_bounds(&mut self, min: u32, max: u32) -> Option<Change> {
+    pub(crate) fn set_bounds(&mut self, min: u32, max: u32) -> Option<Change> {
         let max = max.max(min).max(1);
         let min = min.clamp(1, max);
         if (min, max) == (self.min, self.max) {
@@ -316,7 +317,7 @@ impl Limiter {
     }
 
     /// Feeds one tick; `Some` when the limit changes.
-    pub fn observe(&mut self, s: Sample) -> Option<Change> {
+    pub(crate) fn observe(&mut self, s: Sample) -> Option<Change> {
         if !s.demand {
             // Nothing waits: any limit would do, and nothing can be learnt. A probe in
             // progress is abandoned where it stands (it was never a bottleneck).

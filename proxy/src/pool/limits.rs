@@ -21,17 +21,17 @@ use crate::protocol::request::query as query_payload;
 use crate::protocol::{buf::Reader, ResponseKind, ResponseTracker};
 
 /// MySQL's and MariaDB's default `max_connections`, assumed until the server says otherwise.
-pub const ASSUMED_SERVER_MAX: u32 = 151;
+pub(crate) const ASSUMED_SERVER_MAX: u32 = 151;
 /// After a failed read, the next new connection tries again only after this.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Connections `auto` leaves to everyone but sluice: a tenth, at least 10.
-pub fn headroom(server_max: u32) -> u32 {
+pub(crate) fn headroom(server_max: u32) -> u32 {
     (server_max / 10).max(10)
 }
 
 /// `max_backend_connections = auto` for a server with `server_max` connections.
-pub fn derived_cap(server_max: u32) -> u32 {
+pub(crate) fn derived_cap(server_max: u32) -> u32 {
     server_max.saturating_sub(headroom(server_max)).max(1)
 }
 
@@ -52,7 +52,7 @@ impl Pool {
     }
 
     /// The server's max_connections, once read.
-    pub fn server_max_connections(&self) -> Option<u32> {
+    pub(crate) fn server_max_connections(&self) -> Option<u32> {
         match *self.learned() {
             Learned::Known(n) => Some(n),
             _ => None,
@@ -60,7 +60,7 @@ impl Pool {
     }
 
     /// The server's max_connections when the cap in force was derived from it.
-    pub fn cap_from_server(&self) -> Option<u32> {
+    pub(crate) fn cap_from_server(&self) -> Option<u32> {
         match self.configured_limit() {
             BackendLimit::Auto => self.server_max_connections(),
             BackendLimit::Fixed(_) => None,
@@ -68,12 +68,12 @@ impl Pool {
     }
 
     /// The setting as configured (`auto` or a number).
-    pub fn configured_limit(&self) -> BackendLimit {
+    pub(crate) fn configured_limit(&self) -> BackendLimit {
         *self.shared.limit.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// What `limit` resolves to against this server.
-    pub fn cap_for(&self, limit: BackendLimit) -> u32 {
+    pub(crate) fn cap_for(&self, limit: BackendLimit) -> u32 {
         match limit {
             BackendLimit::Fixed(n) => n,
             BackendLimit::Auto => {

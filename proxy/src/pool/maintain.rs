@@ -14,7 +14,7 @@ impl Pool {
     /// Closes idle backends that were unused for `idle_timeout`, keeping `min_idle` of the
     /// warm group (other groups' idle backends all time out), and idle ones older than
     /// `server_lifetime` (warm-up replaces them). A zero duration disables either.
-    pub fn close_idle_older_than(&self, idle_timeout: Duration, min_idle: u32) -> usize {
+    pub(crate) fn close_idle_older_than(&self, idle_timeout: Duration, min_idle: u32) -> usize {
         let now = Instant::now();
         let warm = self.warm_key();
         let mut victims = Vec::new();
@@ -35,7 +35,11 @@ impl Pool {
                             && now.duration_since(list[i].last_used) >= idle_timeout,
                         spare: keep > min_idle || keep == 0,
                     };
-                    let verdict = recycle::decide(ConnFacts::of(&list[i], now), &facts, occasion);
+                    let verdict = recycle::decide(
+                        ConnFacts::of(&list[i], now, self.retired(&list[i])),
+                        &facts,
+                        occasion,
+                    );
                     if let Recycle::Close(reason) = verdict {
                         let conn = list.remove(i);
                         self.shared.stats.backend_closed(reason);
@@ -56,7 +60,11 @@ impl Pool {
                     let occasion = Occasion::DeferredReset {
                         waited_out: !idle_timeout.is_zero() && waited >= idle_timeout,
                     };
-                    let verdict = recycle::decide(ConnFacts::of(&list[i], now), &facts, occasion);
+                    let verdict = recycle::decide(
+                        ConnFacts::of(&list[i], now, self.retired(&list[i])),
+                        &facts,
+                        occasion,
+                    );
                     if let Recycle::Close(reason) = verdict {
                         victims.push(list.remove(i));
                         self.shared.stats.backend_closed(reason);
@@ -86,7 +94,7 @@ impl Pool {
     /// check is work on the server too, and a large idle pool (after many pinned sessions
     /// left) must not ping all at once. Stops early while statements queue; a checkout
     /// checks a backend's socket itself. One round at a time.
-    pub async fn check_idle(&self) {
+    pub(crate) async fn check_idle(&self) {
         if self.shared.health_round.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -121,14 +129,18 @@ impl Pool {
         self.shared.checking.fetch_sub(1, Ordering::Relaxed);
         let facts = self.facts(0);
         let occasion = Occasion::HealthCheck { healthy };
-        match recycle::decide(ConnFacts::of(&conn, Instant::now()), &facts, occasion) {
+        match recycle::decide(
+            ConnFacts::of(&conn, Instant::now(), self.retired(&conn)),
+            &facts,
+            occasion,
+        ) {
             Recycle::Close(reason) => self.close(conn, reason),
             Recycle::Release | Recycle::Reset => self.put_idle(conn),
         }
     }
 
     /// Stops handing out backends and closes the idle ones.
-    pub fn close_all(&self) {
+    pub(crate) fn close_all(&self) {
         self.shared.closed.store(true, Ordering::Relaxed);
         self.shared.slots.close();
         let idle = {
@@ -142,9 +154,11 @@ impl Pool {
         };
         let (now, facts) = (Instant::now(), self.facts(0));
         for conn in &idle {
-            if let Recycle::Close(reason) =
-                recycle::decide(ConnFacts::of(conn, now), &facts, Occasion::Shutdown)
-            {
+            if let Recycle::Close(reason) = recycle::decide(
+                ConnFacts::of(conn, now, self.retired(conn)),
+                &facts,
+                Occasion::Shutdown,
+            ) {
                 self.shared.stats.backend_closed(reason);
             }
         }

@@ -4,28 +4,36 @@
 //! control connections of login checks (`control`).
 //!
 //! The idle lists live under one sync mutex that is never held across an `.await`.
+//!
+//! What is `pub` here is what the integration tests and loadgen read of a running proxy
+//! through `context::Context` (a pool's snapshot, slots, outage, pinned places); the rest is
+//! the crate's own (`pub(crate)`).
 
-pub mod batches;
-pub mod control;
-pub mod error;
-pub mod guard;
-pub mod limiter;
-pub mod limits;
+pub(crate) mod batches;
+mod connect;
+mod control;
+mod error;
+mod fence;
+mod globals;
+mod guard;
+pub(crate) mod limiter;
+pub(crate) mod limits;
 mod maintain;
 mod opener;
-pub mod outage;
-pub mod places;
-pub mod recycle;
-pub mod reset;
-pub mod slots;
+mod outage;
+mod places;
+mod recycle;
+mod reset;
+mod slots;
 
-pub use crate::conn::backend::replay_score;
-pub use control::CheckError;
-pub use error::Error;
-pub use guard::PooledBackend;
-pub use places::{Hold, PinPlace, PinRefusal};
-pub use reset::Resets;
-pub use slots::{Slot, Slots, Window};
+pub(crate) use crate::conn::backend::replay_score;
+pub(crate) use control::CheckError;
+pub(crate) use error::Error;
+pub(crate) use globals::{Globals, GlobalsHold};
+pub(crate) use guard::PooledBackend;
+pub(crate) use places::{Hold, PinPlace, PinRefusal};
+pub(crate) use reset::Resets;
+pub(crate) use slots::{Slot, Slots};
 
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -37,10 +45,9 @@ use tokio::sync::Notify;
 use crate::config::BackendLimit;
 use crate::conn::backend::{BackendTarget, MovableState, PoolKey};
 use crate::conn::server_info::ServerInfoCell;
-use crate::conn::{self, BackendConn};
+use crate::conn::BackendConn;
 use crate::stats::{BackendCloseReason, Stats};
 use outage::{Outage, OutageView};
-use recycle::{ConnFacts, Occasion, Recycle};
 
 #[derive(Clone)]
 pub struct Pool {
@@ -71,6 +78,11 @@ struct Shared {
     /// A health-check round is running (`maintain::check_idle`).
     health_round: AtomicBool,
     batches: Arc<batches::Batches>,
+    fences: fence::Fences,
+    /// The generation of the server's globals new backends open under.
+    globals: Arc<Globals>,
+    /// The server's globals digest last read (`Pool::watch_globals`).
+    globals_seen: Mutex<Option<u64>>,
     /// The latest greeting of the server, written by every new connection.
     server: Arc<ServerInfoCell>,
 }
@@ -85,9 +97,9 @@ enum Plan {
 
 #[derive(Default)]
 struct Backends {
-    // FxHash: every checkout and check-in looks the key up (SipHash cost ~550 instructions
-    // a statement). The keys are the few backend accounts that logged in successfully, so
-    // SipHash's flooding resistance buys nothing here.
+    // FxHash: every checkout and check-in looks the key up, so the hash is on every
+    // statement's path. The keys are the few backend accounts that logged in successfully,
+    // so SipHash's flooding resistance buys nothing here.
     idle: FxHashMap<PoolKey, Vec<BackendConn>>,
     /// Backends whose reset waits for a free execution slot (`pool::reset`).
     dirty: FxHashMap<PoolKey, Vec<BackendConn>>,
@@ -107,25 +119,30 @@ pub struct PoolSnapshot {
     pub idle: u32,
     /// Backends waiting for a slot to be reset (`pool::reset`).
     pub to_reset: u32,
-    pub max_open: u32,
+    pub(crate) max_open: u32,
     /// The server's max_connections when max_open was derived from it (`auto`).
-    pub max_open_from_server: Option<u32>,
+    pub(crate) max_open_from_server: Option<u32>,
     /// Places pinned sessions hold, and how many they may hold.
     pub pinned: u32,
     pub pinned_max: u32,
-    pub pinned_by: Vec<(Hold, u32)>,
-    pub groups: Vec<(PoolKey, usize)>,
+    pub(crate) pinned_by: Vec<(Hold, u32)>,
+    pub(crate) groups: Vec<(PoolKey, usize)>,
 }
 
 /// Settings the pool reads; all live-tunable.
-pub struct PoolSettings {
-    pub pool_size: u32,
-    pub max_backend_connections: BackendLimit,
-    pub server_lifetime: Duration,
+pub(crate) struct PoolSettings {
+    pub(crate) pool_size: u32,
+    pub(crate) max_backend_connections: BackendLimit,
+    pub(crate) server_lifetime: Duration,
 }
 
 impl Pool {
-    pub fn new(settings: &PoolSettings, stats: Arc<Stats>, server: Arc<ServerInfoCell>) -> Pool {
+    pub(crate) fn new(
+        settings: &PoolSettings,
+        stats: Arc<Stats>,
+        server: Arc<ServerInfoCell>,
+        globals: Arc<Globals>,
+    ) -> Pool {
         let pool = Pool {
             shared: Arc::new(Shared {
                 slots: Slots::new(settings.pool_size),
@@ -147,6 +164,9 @@ impl Pool {
                 checking: AtomicU32::new(0),
                 health_round: AtomicBool::new(false),
                 batches: Arc::default(),
+                fences: Default::default(),
+                globals,
+                globals_seen: Mutex::default(),
                 server,
             }),
         };
@@ -154,7 +174,7 @@ impl Pool {
         pool
     }
 
-    pub fn apply(&self, settings: &PoolSettings) {
+    pub(crate) fn apply(&self, settings: &PoolSettings) {
         self.shared.slots.resize(settings.pool_size);
         self.shared.lifetime_secs.store(
             settings.server_lifetime.as_secs().min(u32::MAX as u64) as u32,
@@ -177,16 +197,16 @@ impl Pool {
     }
 
     /// Open pipelined batches (`batches`).
-    pub fn batches(&self) -> &Arc<batches::Batches> {
+    pub(crate) fn batches(&self) -> &Arc<batches::Batches> {
         &self.shared.batches
     }
 
-    pub fn stats(&self) -> &Arc<Stats> {
+    pub(crate) fn stats(&self) -> &Arc<Stats> {
         &self.shared.stats
     }
 
     /// Waits (FIFO) for an execution slot.
-    pub async fn acquire_slot(&self, timeout: Duration) -> Result<Slot, Error> {
+    pub(crate) async fn acquire_slot(&self, timeout: Duration) -> Result<Slot, Error> {
         if self.shared.closed.load(Ordering::Relaxed) {
             return Err(Error::Closed);
         }
@@ -201,11 +221,36 @@ impl Pool {
             })
     }
 
+    /// An execution slot for a statement of a session that holds a transaction or a lock
+    /// (`Slots::acquire_held`): ahead of other statements, and never a queue timeout; a
+    /// statement that runs beyond pool_size instead is counted (`Stats::slot_overflows`).
+    pub(crate) async fn acquire_held_slot(&self, timeout: Duration) -> Result<Slot, Error> {
+        if self.shared.closed.load(Ordering::Relaxed) {
+            return Err(Error::Closed);
+        }
+        let slot = self
+            .shared
+            .slots
+            .acquire_held(timeout)
+            .await
+            .map_err(|_| Error::Closed)?;
+        if slot.is_overflow() {
+            Stats::incr(&self.shared.stats.slot_overflows);
+            tracing::debug!(
+                pool_size = self.shared.slots.size(),
+                overflowing = self.shared.slots.overflowing(),
+                "a statement of a session in a transaction or holding a lock runs beyond \
+                 pool_size: no execution slot came back within its patience"
+            );
+        }
+        Ok(slot)
+    }
+
     /// A backend for `key`, preferring one whose movable state already matches `want`;
     /// opens a new one when none is idle and the cap allows, otherwise waits until `deadline`.
     /// While the server is down, waits for the reconnect loop at most `down_wait` (and never
     /// past `deadline`), then fails with `Error::BackendDown`.
-    pub async fn checkout(
+    pub(crate) async fn checkout(
         &self,
         key: &PoolKey,
         want: &MovableState,
@@ -304,7 +349,7 @@ impl Pool {
     /// open, wait or reset); an idle backend the server closed is closed on the way.
     /// `up`: the caller's reading of `backend_up`. With the backend, whether its state is
     /// `want` already (nothing to replay).
-    pub fn checkout_idle(
+    pub(crate) fn checkout_idle(
         &self,
         key: &PoolKey,
         want: &MovableState,
@@ -360,149 +405,6 @@ impl Pool {
         } else {
             Plan::Wait
         }
-    }
-
-    /// A brand-new backend (no schema selected), making room by evicting an idle one if the
-    /// cap is reached. Used when a session must leave a schema behind. If the server goes
-    /// down meanwhile, waits for the reconnect loop until `until`, like `checkout`.
-    pub async fn open_fresh(
-        &self,
-        key: &PoolKey,
-        target: &BackendTarget,
-        until: Instant,
-    ) -> Result<PooledBackend, Error> {
-        let started = Instant::now();
-        loop {
-            match self.open_fresh_once(key, target).await {
-                Err(Error::Connect { kind, .. }) if !kind.is_permanent() => {
-                    self.wait_up(until, started).await?
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// Waits until `until` for the reconnect loop to find the server up; the down error
-    /// (counting from `started`) if it does not.
-    async fn wait_up(&self, until: Instant, started: Instant) -> Result<(), Error> {
-        let mut up = self.shared.outage.subscribe();
-        let back = tokio::time::timeout_at(until.into(), up.wait_for(|up| *up)).await;
-        if matches!(back, Ok(Ok(_))) {
-            Ok(())
-        } else {
-            Err(self.down_error(started.elapsed()))
-        }
-    }
-
-    async fn open_fresh_once(
-        &self,
-        key: &PoolKey,
-        target: &BackendTarget,
-    ) -> Result<PooledBackend, Error> {
-        let evicted = {
-            let mut b = self.lock();
-            if b.open < self.allowed_open() {
-                b.open += 1;
-                None
-            } else {
-                match take_any_idle(&mut b).or_else(|| Self::take_any_dirty(&mut b)) {
-                    Some(victim) => Some(victim),
-                    None => {
-                        return Err(Error::QueueTimeout {
-                            waited: Duration::ZERO,
-                            pool_size: self.shared.slots.size(),
-                            queued: self.shared.slots.waiting(),
-                        })
-                    }
-                }
-            }
-        };
-        self.evicted(evicted);
-        self.open_new(key, target).await
-    }
-
-    /// Opens a backend for which a place in `open` was already reserved.
-    async fn open_new(
-        &self,
-        key: &PoolKey,
-        target: &BackendTarget,
-    ) -> Result<PooledBackend, Error> {
-        self.remember_group(key, target);
-        let conn = self.connect_reserved(key, target).await?;
-        Ok(PooledBackend::new(conn, self.clone()))
-    }
-
-    /// Connects for a reserved place; on failure gives the place back, records the error,
-    /// and starts the reconnect loop if the server looks down.
-    async fn connect_reserved(
-        &self,
-        key: &PoolKey,
-        target: &BackendTarget,
-    ) -> Result<BackendConn, Error> {
-        match self.open_conn(key, target, false).await {
-            Ok(conn) => Ok(conn),
-            Err(source) => {
-                self.lock().open -= 1;
-                self.shared.freed.notify_one();
-                Err(self.connect_failed(key, target, source))
-            }
-        }
-    }
-
-    /// Opens and logs in a backend connection and records it: the count, the server's
-    /// greeting, and (once) the server's max_connections.
-    /// A control connection (`control`) is counted apart from the pool's own.
-    async fn open_conn(
-        &self,
-        key: &PoolKey,
-        target: &BackendTarget,
-        control: bool,
-    ) -> Result<BackendConn, conn::Error> {
-        let mut conn = BackendConn::connect(target, key.clone()).await?;
-        let stats = &self.shared.stats;
-        Stats::incr(if control {
-            &stats.control_connects
-        } else {
-            &stats.backend_connects
-        });
-        self.shared.server.learn(&conn.server);
-        self.learn_limit(&mut conn).await?;
-        Ok(conn)
-    }
-
-    /// Records a failed connect, and starts the reconnect loop if the server looks down.
-    fn connect_failed(&self, key: &PoolKey, target: &BackendTarget, source: conn::Error) -> Error {
-        let kind = outage::classify(&source);
-        Stats::incr(&self.shared.stats.backend_connect_errors);
-        self.shared.stats.connect_failed(kind);
-        if self
-            .shared
-            .outage
-            .failed(&target.addr.to_string(), kind, source.to_string())
-        {
-            self.spawn_reconnect(key.clone(), target.clone());
-        }
-        Error::Connect {
-            addr: target.addr.to_string(),
-            user: target.user.clone(),
-            kind,
-            source,
-        }
-    }
-
-    /// Counts the close of an evicted backend, whose place in `open` the caller reuses.
-    fn evicted(&self, victim: Option<BackendConn>) {
-        let Some(conn) = victim else {
-            return;
-        };
-        let now = Instant::now();
-        let facts = self.facts(0);
-        if let Recycle::Close(reason) =
-            recycle::decide(ConnFacts::of(&conn, now), &facts, Occasion::Evict)
-        {
-            self.shared.stats.backend_closed(reason);
-        }
-        drop(conn);
     }
 
     fn close(&self, conn: BackendConn, reason: BackendCloseReason) {

@@ -72,13 +72,13 @@ impl Pool {
     }
 
     /// Sets the group `min_idle` warms before any client has connected.
-    pub fn set_warm_group(&self, key: PoolKey, target: BackendTarget) {
+    pub(crate) fn set_warm_group(&self, key: PoolKey, target: BackendTarget) {
         self.remember_group(&key, &target);
     }
 
     /// Opens connections (in the background) until the warm group has `min_idle` idle ones,
     /// within the cap; nothing while the server is down (the reconnect loop comes first).
-    pub fn warm_up(&self, min_idle: u32) {
+    pub(crate) fn warm_up(&self, min_idle: u32) {
         if min_idle == 0
             || !self.shared.outage.is_up()
             || self.shared.closed.load(Ordering::Relaxed)

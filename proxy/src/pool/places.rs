@@ -23,35 +23,49 @@ use crate::stats::{PinReason, Stats};
 
 /// Why a session keeps its backend between statements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hold {
+pub(crate) enum Hold {
     Pin(PinReason),
-    /// The last statement left warnings that SHOW WARNINGS must find on the same backend.
-    /// Such a session keeps its backend only while a place is free; it never waits for one.
+    /// The last statement left warnings or an error that SHOW WARNINGS must find on the
+    /// same backend. Such a session keeps its backend only while a quarter of the places
+    /// stays free for pins; it never waits for one.
     Warnings,
+    /// A statement whose client stopped reading its answer gave its execution slot up
+    /// (`session::Session::relay_on`); its backend stays with it until the answer is out.
+    /// Taken only while a place is free.
+    Stalled,
+    /// An open transaction (or a lock inside one) between its statements, with no other
+    /// reason to keep the backend: the session gives its execution slot back after each
+    /// statement. Taken only while a place is free; otherwise the session keeps its slot.
+    Transaction,
 }
 
 impl Hold {
-    const COUNT: usize = PinReason::ALL.len() + 1;
+    const COUNT: usize = PinReason::ALL.len() + 3;
 
     fn index(self) -> usize {
         match self {
             Hold::Pin(r) => r as usize,
             Hold::Warnings => PinReason::ALL.len(),
+            Hold::Stalled => PinReason::ALL.len() + 1,
+            Hold::Transaction => PinReason::ALL.len() + 2,
         }
     }
 
     /// Every hold, in display order.
-    pub fn all() -> impl Iterator<Item = Hold> {
-        PinReason::ALL
-            .iter()
-            .map(|r| Hold::Pin(*r))
-            .chain([Hold::Warnings])
+    pub(crate) fn all() -> impl Iterator<Item = Hold> {
+        PinReason::ALL.iter().map(|r| Hold::Pin(*r)).chain([
+            Hold::Warnings,
+            Hold::Stalled,
+            Hold::Transaction,
+        ])
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Hold::Pin(r) => r.label(),
             Hold::Warnings => "pending_warnings",
+            Hold::Stalled => "stalled_reader",
+            Hold::Transaction => "transaction",
         }
     }
 }
@@ -90,33 +104,34 @@ impl Places {
 
 /// Why a statement could not pin its session: what the client's error reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PinRefusal {
-    pub wanted: Hold,
-    pub waited: Duration,
+pub(crate) struct PinRefusal {
+    pub(crate) wanted: Hold,
+    pub(crate) waited: Duration,
     /// max_backend_connections in force, and where it came from.
-    pub max_open: u32,
-    pub from_server: Option<u32>,
-    pub pool_size: u32,
+    pub(crate) max_open: u32,
+    pub(crate) from_server: Option<u32>,
+    pub(crate) pool_size: u32,
     /// Places pinned sessions may hold (max_open - pool_size).
-    pub cap: u32,
-    pub pinned: u32,
+    pub(crate) cap: u32,
+    pub(crate) pinned: u32,
     /// Places in use by hold, largest first.
-    pub by: Vec<(Hold, u32)>,
+    pub(crate) by: Vec<(Hold, u32)>,
 }
 
 /// One session's right to keep its backend between statements; given back on drop.
-pub struct PinPlace {
+pub(crate) struct PinPlace {
     pool: Pool,
     hold: Hold,
 }
 
 impl PinPlace {
-    pub fn hold(&self) -> Hold {
+    #[cfg(test)]
+    pub(crate) fn hold(&self) -> Hold {
         self.hold
     }
 
     /// Files the place under another hold (the session's first pin reason changed).
-    pub fn set(&mut self, hold: Hold) {
+    pub(crate) fn set(&mut self, hold: Hold) {
         if hold != self.hold {
             let mut held = self.pool.shared.places.lock();
             held[self.hold.index()] -= 1;
@@ -138,7 +153,7 @@ impl Drop for PinPlace {
 impl Pool {
     /// How many places pinned sessions may hold: what max_backend_connections leaves after
     /// the execution slots' connections.
-    pub fn pin_cap(&self) -> u32 {
+    pub(crate) fn pin_cap(&self) -> u32 {
         self.max_open().saturating_sub(self.shared.slots.size())
     }
 
@@ -148,7 +163,7 @@ impl Pool {
     }
 
     /// Places in use by hold (holds with none left out), largest first.
-    pub fn pinned_by(&self) -> Vec<(Hold, u32)> {
+    pub(crate) fn pinned_by(&self) -> Vec<(Hold, u32)> {
         let held = *self.shared.places.lock();
         let mut by: Vec<(Hold, u32)> = Hold::all()
             .map(|h| (h, held[h.index()]))
@@ -159,10 +174,14 @@ impl Pool {
     }
 
     /// A place if one is free now.
-    pub fn try_pin_place(&self, hold: Hold) -> Option<PinPlace> {
+    pub(crate) fn try_pin_place(&self, hold: Hold) -> Option<PinPlace> {
         let places = &self.shared.places;
         let mut held = places.lock();
-        if places.total() >= self.pin_cap() {
+        // Diagnostics are kept only while a quarter of the places stays free for pins: a
+        // session may sit on them until its next statement that names a table.
+        let cap = self.pin_cap();
+        let reserve = if hold == Hold::Warnings { cap / 4 } else { 0 };
+        if places.total() + reserve >= cap {
             return None;
         }
         Places::add(&mut held, &places.total, hold);
@@ -173,7 +192,7 @@ impl Pool {
     }
 
     /// A place, waiting up to `wait` for one to free up; `Error::PinLimit` after that.
-    pub async fn pin_place(&self, hold: Hold, wait: Duration) -> Result<PinPlace, Error> {
+    pub(crate) async fn pin_place(&self, hold: Hold, wait: Duration) -> Result<PinPlace, Error> {
         let started = Instant::now();
         let deadline = started + wait;
         loop {
@@ -200,7 +219,7 @@ impl Pool {
     }
 
     /// A place even beyond the cap, for state that is already on the backend.
-    pub fn pin_place_anyway(&self, hold: Hold) -> PinPlace {
+    pub(crate) fn pin_place_anyway(&self, hold: Hold) -> PinPlace {
         let places = &self.shared.places;
         let over = {
             let mut held = places.lock();
@@ -252,7 +271,22 @@ mod tests {
             },
             Default::default(),
             Default::default(),
+            Default::default(),
         )
+    }
+
+    #[test]
+    fn diagnostics_leave_a_quarter_of_the_places_to_pins() {
+        let pool = pool(2, 10);
+        assert_eq!(pool.pin_cap(), 8);
+        let kept: Vec<_> = (0..8)
+            .map_while(|_| pool.try_pin_place(Hold::Warnings))
+            .collect();
+        assert_eq!(kept.len(), 6, "two places stay for pins");
+        let pins: Vec<_> = (0..2)
+            .filter_map(|_| pool.try_pin_place(Hold::Pin(PinReason::TemporaryTable)))
+            .collect();
+        assert_eq!(pins.len(), 2);
     }
 
     #[tokio::test]

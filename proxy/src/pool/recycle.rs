@@ -15,7 +15,7 @@ use crate::stats::BackendCloseReason;
 
 /// What happens to a backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Recycle {
+pub(crate) enum Recycle {
     /// Back to (or stays on) the idle list as it is (its movable state is recorded and
     /// replayed as needed).
     Release,
@@ -27,34 +27,39 @@ pub enum Recycle {
 
 /// Facts about the pool that the decision needs.
 #[derive(Clone, Copy, Debug)]
-pub struct PoolFacts {
-    pub closed: bool,
-    pub open: u32,
-    pub max_open: u32,
+pub(crate) struct PoolFacts {
+    pub(crate) closed: bool,
+    pub(crate) open: u32,
+    pub(crate) max_open: u32,
     /// `server_lifetime`; zero: no limit.
-    pub lifetime: Duration,
+    pub(crate) lifetime: Duration,
 }
 
 /// Facts about the connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConnFacts {
-    pub health: Health,
+pub(crate) struct ConnFacts {
+    pub(crate) health: Health,
     /// Since it was opened.
-    pub age: Duration,
+    pub(crate) age: Duration,
+    /// It opened under globals the server no longer has, and no session that logged in
+    /// under them is left (`pool::globals`).
+    pub(crate) retired: bool,
 }
 
 impl ConnFacts {
-    pub fn of(conn: &BackendConn, now: Instant) -> ConnFacts {
+    /// `retired`: as `pool::Globals::retired` says of its generation.
+    pub(crate) fn of(conn: &BackendConn, now: Instant, retired: bool) -> ConnFacts {
         ConnFacts {
             health: conn.health,
             age: now.duration_since(conn.created),
+            retired,
         }
     }
 }
 
 /// Why the pool asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Occasion {
+pub(crate) enum Occasion {
     /// A session gave the backend back (`Pool::checkin`).
     Checkin,
     /// The upkeep sweep looks at an idle backend (`Pool::close_idle_older_than`).
@@ -74,7 +79,7 @@ pub enum Occasion {
 }
 
 /// A backend is never returned in an unknown state: broken ones close, dirty ones are reset.
-pub fn decide(conn: ConnFacts, pool: &PoolFacts, occasion: Occasion) -> Recycle {
+pub(crate) fn decide(conn: ConnFacts, pool: &PoolFacts, occasion: Occasion) -> Recycle {
     let too_old = !pool.lifetime.is_zero() && conn.age >= pool.lifetime;
     match occasion {
         Occasion::Checkin => {
@@ -86,6 +91,8 @@ pub fn decide(conn: ConnFacts, pool: &PoolFacts, occasion: Occasion) -> Recycle 
                 Recycle::Close(BackendCloseReason::OverLimit)
             } else if too_old {
                 Recycle::Close(BackendCloseReason::Lifetime)
+            } else if conn.retired {
+                Recycle::Close(BackendCloseReason::Retired)
             } else if conn.health == Health::Dirty {
                 Recycle::Reset
             } else {
@@ -98,6 +105,8 @@ pub fn decide(conn: ConnFacts, pool: &PoolFacts, occasion: Occasion) -> Recycle 
         } => {
             if too_old {
                 Recycle::Close(BackendCloseReason::Lifetime)
+            } else if conn.retired {
+                Recycle::Close(BackendCloseReason::Retired)
             } else if idle_expired && spare {
                 Recycle::Close(BackendCloseReason::IdleTimeout)
             } else {
@@ -133,7 +142,19 @@ mod tests {
     }
 
     fn conn(health: Health, age: Duration) -> ConnFacts {
-        ConnFacts { health, age }
+        ConnFacts {
+            health,
+            age,
+            retired: false,
+        }
+    }
+
+    fn retired(health: Health) -> ConnFacts {
+        ConnFacts {
+            health,
+            age: Duration::from_secs(1),
+            retired: true,
+        }
     }
 
     #[test]
@@ -155,6 +176,11 @@ mod tests {
             (conn(Health::Dirty, young), ok, Occasion::Checkin, Recycle::Reset),
             (conn(Health::Clean, young), ok, Occasion::Checkin, Recycle::Release),
             (conn(Health::Clean, young), pool(false, 10, HOUR), Occasion::Checkin, Recycle::Release),
+            // Opened under globals nobody sees any more: closed, dirty or clean.
+            (retired(Health::Clean), ok, Occasion::Checkin, Recycle::Close(C::Retired)),
+            (retired(Health::Dirty), ok, Occasion::Checkin, Recycle::Close(C::Retired)),
+            (retired(Health::Broken), ok, Occasion::Checkin, Recycle::Close(C::Broken)),
+            (retired(Health::Clean), ok, sweep(false, false), Recycle::Close(C::Retired)),
             // A zero lifetime never expires.
             (conn(Health::Clean, old), pool(false, 5, Duration::ZERO), Occasion::Checkin, Recycle::Release),
             // Idle sweep: lifetime beats min_idle; idle_timeout only for a spare one.

@@ -31,28 +31,28 @@ const RESET_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How a returned backend that needs a reset may be treated.
 #[derive(Clone, Default)]
-pub struct ResetPolicy {
+pub(crate) struct ResetPolicy {
     /// No one waits on its state: it may wait for a free execution slot.
-    pub deferrable: bool,
+    pub(crate) deferrable: bool,
     /// Counts the reset until it is done, for a session that goes on.
-    pub tracker: Option<Arc<Resets>>,
+    pub(crate) tracker: Option<Arc<Resets>>,
 }
 
 /// A session's resets still running (see the module doc).
 #[derive(Default)]
-pub struct Resets {
+pub(crate) struct Resets {
     pending: AtomicU32,
     done: Notify,
 }
 
 impl Resets {
     /// A reset counted here is still running.
-    pub fn pending(&self) -> bool {
+    pub(crate) fn pending(&self) -> bool {
         self.pending.load(Ordering::Acquire) != 0
     }
 
     /// Waits (at most `within`) until every reset counted here has finished.
-    pub async fn settled(&self, within: Duration) {
+    pub(crate) async fn settled(&self, within: Duration) {
         if self.pending.load(Ordering::Acquire) == 0 {
             return;
         }

@@ -1,13 +1,25 @@
 //! Execution slots: at most `pool_size` statements run on the backend at once. A fair FIFO
 //! queue (tokio's semaphore hands permits to waiters in arrival order), resizable live.
+//!
+//! Sessions that hold a transaction or a lock between statements wait apart
+//! ([`Slots::acquire_held`]): others may be waiting on what they hold, so a slot given back
+//! while one of them waits is handed to the first of them directly (a FIFO of `holders`),
+//! ahead of the semaphore's queue. Such a session keeps no slot while its client is idle
+//! (its backend stays on a pinned place), so no number of idle transactions holds up another
+//! client's statement. And it never waits for long on statements that may be waiting on its
+//! locks: when no slot comes back for its [`Slots::patience`], every slot may be held by
+//! such statements, and its statement runs beyond `pool_size` (an overflow slot).
+
+mod holders;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::ServerCpus;
+use holders::Holders;
 
 pub struct Slots {
     sem: Arc<Semaphore>,
@@ -16,6 +28,19 @@ pub struct Slots {
     excess: AtomicU32,
     waiting: AtomicUsize,
     in_use: AtomicU32,
+    /// Slots sessions keep between statements (a transaction for which no pinned place was
+    /// free): taken, but running nothing.
+    kept: AtomicU32,
+    /// Statements running beyond `size` now (overflow slots).
+    overflowing: AtomicU32,
+    /// Holders waiting for a slot, in arrival order (`acquire_held`).
+    holders: Mutex<Holders>,
+    /// The length of `holders`' queue, readable without its lock: a slot given back looks
+    /// at it first.
+    holders_waiting: AtomicUsize,
+    /// Permits given back while holders waited: a holder that sees none come back for its
+    /// patience overflows.
+    returned: AtomicU64,
     /// Statements that have queued for a slot, ever: pipelined batches take members only
     /// while nobody has queued after their leader (`batches`).
     arrivals: AtomicU64,
@@ -35,39 +60,51 @@ pub struct Slots {
 
 /// What the slots saw since the previous [`Slots::take_window`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Window {
-    pub completions: u64,
-    pub busy: Duration,
-    pub peak_waiting: usize,
-    pub peak_in_use: u32,
+pub(crate) struct Window {
+    pub(crate) completions: u64,
+    pub(crate) busy: Duration,
+    pub(crate) peak_waiting: usize,
+    pub(crate) peak_in_use: u32,
 }
 
 /// One execution slot; returned on drop.
-pub struct Slot {
+pub(crate) struct Slot {
+    /// `None`: an overflow slot, beyond `size` (`Slots::acquire_held`).
     permit: Option<OwnedSemaphorePermit>,
     slots: Arc<Slots>,
+    /// Kept by its session between statements (`Slot::set_kept`).
+    kept: bool,
+}
+
+impl Slot {
+    /// Whether the statement runs beyond `pool_size`.
+    pub(crate) fn is_overflow(&self) -> bool {
+        self.permit.is_none()
+    }
+
+    /// The session keeps the slot between statements (`true`), or runs a statement on it
+    /// again (`false`): a kept slot runs nothing, which `Slots::running` leaves out.
+    pub(crate) fn set_kept(&mut self, kept: bool) {
+        if kept != self.kept {
+            self.kept = kept;
+            if kept {
+                self.slots.kept.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.slots.kept.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        self.set_kept(false);
         self.slots.in_use.fetch_sub(1, Ordering::Relaxed);
-        if let Some(p) = self.permit.take() {
-            let mut excess = self.slots.excess.load(Ordering::Relaxed);
-            while excess > 0 {
-                match self.slots.excess.compare_exchange(
-                    excess,
-                    excess - 1,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => {
-                        p.forget();
-                        return;
-                    }
-                    Err(now) => excess = now,
-                }
+        match self.permit.take() {
+            Some(p) => self.slots.give_back(p),
+            None => {
+                self.slots.overflowing.fetch_sub(1, Ordering::Relaxed);
             }
-            drop(p);
         }
     }
 }
@@ -81,13 +118,18 @@ impl Drop for WaitGuard<'_> {
 }
 
 impl Slots {
-    pub fn new(size: u32) -> Arc<Slots> {
+    pub(crate) fn new(size: u32) -> Arc<Slots> {
         Arc::new(Slots {
             sem: Arc::new(Semaphore::new(size as usize)),
             size: AtomicU32::new(size),
             excess: AtomicU32::new(0),
             waiting: AtomicUsize::new(0),
             in_use: AtomicU32::new(0),
+            kept: AtomicU32::new(0),
+            overflowing: AtomicU32::new(0),
+            holders: Mutex::default(),
+            holders_waiting: AtomicUsize::new(0),
+            returned: AtomicU64::new(0),
             arrivals: AtomicU64::new(0),
             max_wait_us: AtomicU64::new(0),
             service_us: AtomicU64::new(0),
@@ -100,49 +142,86 @@ impl Slots {
     }
 
     /// Waits in FIFO order for a slot, at most `timeout`. `Err(waited)` on timeout.
-    pub async fn acquire(self: &Arc<Self>, timeout: Duration) -> Result<Slot, Duration> {
+    pub(crate) async fn acquire(self: &Arc<Self>, timeout: Duration) -> Result<Slot, Duration> {
         self.arrivals.fetch_add(1, Ordering::Relaxed);
         let permit = match self.sem.clone().try_acquire_owned() {
             // Free at once: no wait to time, so no clock read.
             Ok(p) => p,
             Err(_) => {
                 let start = Instant::now();
-                let queued = self.waiting.fetch_add(1, Ordering::Relaxed) + 1;
-                self.window_peak_waiting
-                    .fetch_max(queued, Ordering::Relaxed);
-                let _guard = WaitGuard(&self.waiting);
+                let _guard = self.queue_up();
                 match tokio::time::timeout(timeout, self.sem.clone().acquire_owned()).await {
                     Ok(Ok(p)) => {
-                        let waited = start.elapsed().as_micros() as u64;
-                        self.max_wait_us.fetch_max(waited, Ordering::Relaxed);
+                        self.note_wait(start);
                         p
                     }
                     _ => return Err(start.elapsed()),
                 }
             }
         };
-        let held = self.in_use.fetch_add(1, Ordering::Relaxed) + 1;
-        self.window_peak_in_use.fetch_max(held, Ordering::Relaxed);
-        Ok(Slot {
-            permit: Some(permit),
-            slots: self.clone(),
-        })
+        Ok(self.slot(Some(permit)))
     }
 
     /// A slot if one is free and nobody queues for it (background work that must not jump
     /// the queue: a free permit exists only while no one waits).
-    pub fn try_acquire(self: &Arc<Self>) -> Option<Slot> {
+    pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<Slot> {
+        if self.holders_waiting.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
         let permit = self.sem.clone().try_acquire_owned().ok()?;
+        Some(self.slot(Some(permit)))
+    }
+
+    fn slot(self: &Arc<Self>, permit: Option<OwnedSemaphorePermit>) -> Slot {
         let held = self.in_use.fetch_add(1, Ordering::Relaxed) + 1;
         self.window_peak_in_use.fetch_max(held, Ordering::Relaxed);
-        Some(Slot {
-            permit: Some(permit),
+        Slot {
+            permit,
             slots: self.clone(),
-        })
+            kept: false,
+        }
+    }
+
+    /// Counts a statement that starts waiting; the guard uncounts it.
+    fn queue_up(&self) -> WaitGuard<'_> {
+        let queued = self.waiting.fetch_add(1, Ordering::Relaxed) + 1;
+        self.window_peak_waiting
+            .fetch_max(queued, Ordering::Relaxed);
+        WaitGuard(&self.waiting)
+    }
+
+    fn note_wait(&self, start: Instant) {
+        let waited = start.elapsed().as_micros() as u64;
+        self.max_wait_us.fetch_max(waited, Ordering::Relaxed);
+    }
+
+    /// A permit given back: swallowed while the size shrinks, else passed on.
+    fn give_back(self: &Arc<Self>, p: OwnedSemaphorePermit) {
+        let mut excess = self.excess.load(Ordering::Relaxed);
+        while excess > 0 {
+            match self.excess.compare_exchange(
+                excess,
+                excess - 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    p.forget();
+                    return;
+                }
+                Err(now) => excess = now,
+            }
+        }
+        // Counted only for the holders waiting now (they watch it for progress): the path
+        // of a slot given back while none waits stays free of the shared write.
+        if self.holders_waiting.load(Ordering::Relaxed) > 0 {
+            self.returned.fetch_add(1, Ordering::Relaxed);
+        }
+        self.pass_on(p);
     }
 
     /// Changes the number of slots without disturbing statements that hold one.
-    pub fn resize(&self, new: u32) {
+    pub(crate) fn resize(self: &Arc<Self>, new: u32) {
         let old = self.size.swap(new, Ordering::AcqRel);
         if new > old {
             let mut grow = new - old;
@@ -162,6 +241,17 @@ impl Slots {
                 }
             }
             self.sem.add_permits(grow as usize);
+            // New slots the semaphore's own waiters did not take go to waiting holders, which
+            // would otherwise wait for one given back while these sat free.
+            for _ in 0..grow {
+                if self.holders_waiting.load(Ordering::SeqCst) == 0 {
+                    break;
+                }
+                match self.sem.clone().try_acquire_owned() {
+                    Ok(p) => self.pass_on(p),
+                    Err(_) => break,
+                }
+            }
         } else if new < old {
             let shrink = old - new;
             let forgotten = self.sem.forget_permits(shrink as usize) as u32;
@@ -172,19 +262,34 @@ impl Slots {
     pub fn size(&self) -> u32 {
         self.size.load(Ordering::Relaxed)
     }
-    pub fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
     }
     /// How many statements have queued for a slot so far (each `acquire` counts).
-    pub fn arrivals(&self) -> u64 {
+    pub(crate) fn arrivals(&self) -> u64 {
         self.arrivals.load(Ordering::Relaxed)
     }
+    /// Slots taken: statements running, overflow slots included, and slots kept between
+    /// statements.
     pub fn in_use(&self) -> u32 {
         self.in_use.load(Ordering::Relaxed)
     }
+    /// Statements running on a slot now (overflow slots included, kept slots not).
+    pub fn running(&self) -> u32 {
+        self.in_use()
+            .saturating_sub(self.kept.load(Ordering::Relaxed))
+    }
+    /// Statements of holders running beyond `size` now.
+    pub fn overflowing(&self) -> u32 {
+        self.overflowing.load(Ordering::Relaxed)
+    }
     /// A slot is free and nobody queues for it: a statement arriving now runs at once.
-    pub fn has_free(&self) -> bool {
-        self.in_use() < self.size() && self.waiting() == 0
+    pub(crate) fn has_free(&self) -> bool {
+        self.permits_taken() < self.size() && self.waiting() == 0
+    }
+    /// Slots taken within `size` (overflow slots are beyond it).
+    fn permits_taken(&self) -> u32 {
+        self.in_use().saturating_sub(self.overflowing())
     }
     /// The moving average of how long a statement holds its slot.
     pub fn mean_service(&self) -> Duration {
@@ -194,7 +299,7 @@ impl Slots {
     pub fn reported_cpus(&self) -> Option<u32> {
         Some(self.reported_cpus.load(Ordering::Relaxed)).filter(|&n| n > 0)
     }
-    pub fn set_reported_cpus(&self, cpus: u32) {
+    pub(crate) fn set_reported_cpus(&self, cpus: u32) {
         self.reported_cpus.store(cpus, Ordering::Relaxed);
     }
     /// `server_cpus` in force: the configured number, or with `auto` what the server said.
@@ -207,25 +312,24 @@ impl Slots {
     /// The server time one statement takes, on average. The mean slot time counts the
     /// wait for a CPU inside the server too: with `n` statements running on `cpus` CPUs
     /// (n > cpus) each gets cpus/n of one, so one statement's own time is that share of its
-    /// slot time (Little's law). With the CPUs unknown, the slot time itself. A slot held by
-    /// an open transaction between its statements counts as running, so a pool of idle
-    /// transactions overstates the sharing, and reads batch a little more readily than
-    /// `pipeline_max_delay` says.
-    pub fn statement_cost(&self, cpus: Option<u32>) -> Duration {
+    /// slot time (Little's law). With the CPUs unknown, the slot time itself. Only running
+    /// statements count: a transaction between its statements holds no slot (or, kept for
+    /// want of a pinned place, one `running` leaves out).
+    pub(crate) fn statement_cost(&self, cpus: Option<u32>) -> Duration {
         let mean = self.mean_service();
         match cpus {
             Some(cpus) if cpus > 0 => {
-                let running = self.in_use().max(cpus);
+                let running = self.running().max(cpus);
                 mean * cpus / running
             }
             _ => mean,
         }
     }
-    pub fn take_max_wait(&self) -> Duration {
+    pub(crate) fn take_max_wait(&self) -> Duration {
         Duration::from_micros(self.max_wait_us.swap(0, Ordering::Relaxed))
     }
     /// Feeds the service-time average (weight 1/32 per sample).
-    pub fn record_service(&self, d: Duration) {
+    pub(crate) fn record_service(&self, d: Duration) {
         let sample = d.as_micros().min(u64::MAX as u128) as u64;
         self.window_done.fetch_add(1, Ordering::Relaxed);
         self.window_busy_us.fetch_add(sample, Ordering::Relaxed);
@@ -242,7 +346,7 @@ impl Slots {
 
     /// Counters since the last call, reset. Peaks include what is queued and held right now,
     /// so a tick in which nothing arrived but every slot stayed busy still shows demand.
-    pub fn take_window(&self) -> Window {
+    pub(crate) fn take_window(&self) -> Window {
         Window {
             completions: self.window_done.swap(0, Ordering::Relaxed),
             busy: Duration::from_micros(self.window_busy_us.swap(0, Ordering::Relaxed)),
@@ -259,10 +363,10 @@ impl Slots {
 
     /// How long a statement arriving now should expect to wait: everyone queued ahead of it
     /// is served `size` at a time, each taking the average service time (Little's law).
-    pub fn expected_wait(&self) -> Duration {
+    pub(crate) fn expected_wait(&self) -> Duration {
         let queued = self.waiting() as u64 + 1;
         let size = u64::from(self.size().max(1));
-        if self.in_use() < self.size() && self.waiting() == 0 {
+        if self.has_free() {
             return Duration::ZERO;
         }
         Duration::from_micros(queued * self.service_us.load(Ordering::Relaxed) / size)
@@ -275,7 +379,7 @@ impl Slots {
     /// sustained overload the queue then sits in the top band, where only the longest-waiting
     /// get in: a client that just finished, and so arrives the moment a place frees up,
     /// cannot keep taking places from clients that are backing off after refusals.
-    pub fn admit(&self, target: Duration, starved: Duration) -> Result<(), Duration> {
+    pub(crate) fn admit(&self, target: Duration, starved: Duration) -> Result<(), Duration> {
         let expected = self.expected_wait();
         if expected <= admission_limit(target, starved) {
             Ok(())
@@ -284,22 +388,28 @@ impl Slots {
         }
     }
 
-    pub fn close(&self) {
+    /// No slot is handed out any more: waiting statements fail (holders too).
+    pub(crate) fn close(&self) {
         self.sem.close();
+        let mut holders = self.lock_holders();
+        let n = holders.queue.len();
+        // Their senders dropped: each waiting holder wakes to a closed channel.
+        holders.queue.clear();
+        self.holders_waiting.fetch_sub(n, Ordering::SeqCst);
     }
 }
 
 /// The share of `max_queue_wait` that the expected wait may reach for a session just served.
-pub const MIN_SHARE: f64 = 0.4;
+pub(crate) const MIN_SHARE: f64 = 0.4;
 /// The share for a session that waited [`FULL_SHARE_AFTER`] targets. It stays below 1: the
 /// expected wait is a mean, and the margin keeps most statements admitted on it from waiting
 /// out the whole target and being refused after all (the backstop in the session).
-pub const MAX_SHARE: f64 = 0.8;
+pub(crate) const MAX_SHARE: f64 = 0.8;
 /// A session that has waited this many `max_queue_wait`s for a slot gets [`MAX_SHARE`].
-pub const FULL_SHARE_AFTER: u32 = 10;
+pub(crate) const FULL_SHARE_AFTER: u32 = 10;
 
 /// The expected wait up to which a session that has gone `starved` without a slot is admitted.
-pub fn admission_limit(target: Duration, starved: Duration) -> Duration {
+pub(crate) fn admission_limit(target: Duration, starved: Duration) -> Duration {
     let full = target.saturating_mul(FULL_SHARE_AFTER);
     let grown = if full.is_zero() {
         1.0

@@ -52,23 +52,53 @@ pub fn native_verify_hash(nonce: &[u8], stage2_hex: &str, response: &[u8]) -> bo
     if stage2_hex.is_empty() {
         return response.is_empty();
     }
-    let Some(stage2) = stage2_hex.strip_prefix('*').and_then(decode_hex::<20>) else {
-        return false;
-    };
+    native_recover_stage1(nonce, stage2_hex, response).is_some()
+}
+
+/// SHA1(password) from a client's mysql_native_password answer over `nonce`, when it proves
+/// the password behind the stored `*<40 hex>` hash; `None` otherwise (an empty hash has no
+/// SHA1 to recover). The answer is SHA1(pw) XOR SHA1(nonce + SHA1(SHA1(pw))), so undoing the
+/// XOR with the stored hash and hashing once more must give the stored hash back.
+pub fn native_recover_stage1(nonce: &[u8], stage2_hex: &str, response: &[u8]) -> Option<[u8; 20]> {
+    let stage2 = stage2_hex.strip_prefix('*').and_then(decode_hex::<20>)?;
     if response.len() != 20 {
-        return false;
+        return None;
     }
-    // response = SHA1(pw) XOR SHA1(nonce + stage2), so undo the XOR and hash once more.
     let mask = Sha1::new()
         .chain_update(nonce)
         .chain_update(stage2)
         .finalize();
-    let stage1: Vec<u8> = response
-        .iter()
-        .zip(mask.iter())
-        .map(|(a, b)| a ^ b)
-        .collect();
-    ct_eq(&Sha1::digest(&stage1), &stage2)
+    let mut stage1 = [0u8; 20];
+    for (i, b) in stage1.iter_mut().enumerate() {
+        *b = response[i] ^ mask[i];
+    }
+    ct_eq(&Sha1::digest(stage1), &stage2).then_some(stage1)
+}
+
+/// mysql_native_password's answer to `nonce` from SHA1(password) alone (what a backend login
+/// with a recovered credential sends): SHA1(pw) XOR SHA1(nonce + SHA1(SHA1(pw))).
+pub fn native_scramble_stage1(nonce: &[u8], stage1: &[u8; 20]) -> Vec<u8> {
+    let stage2 = Sha1::digest(stage1);
+    let mask = Sha1::new()
+        .chain_update(nonce)
+        .chain_update(stage2)
+        .finalize();
+    stage1.iter().zip(mask.iter()).map(|(a, b)| a ^ b).collect()
+}
+
+/// SHA1(password): what a native answer proves knowledge of.
+pub fn native_stage1(password: &[u8]) -> [u8; 20] {
+    Sha1::digest(password).into()
+}
+
+/// "*<40 uppercase hex>" of a recovered SHA1(password): SHA1 of it, as mysql.user stores it.
+pub fn native_hash_of_stage1(stage1: &[u8; 20]) -> String {
+    let mut out = String::with_capacity(41);
+    out.push('*');
+    for b in Sha1::digest(stage1) {
+        out.push_str(&format!("{b:02X}"));
+    }
+    out
 }
 
 /// "*<40 uppercase hex>" = SHA1(SHA1(password)), as in mysql.user; "" for an empty password.
@@ -76,13 +106,7 @@ pub fn native_hash(password: &[u8]) -> String {
     if password.is_empty() {
         return String::new();
     }
-    let stage2 = Sha1::digest(Sha1::digest(password));
-    let mut out = String::with_capacity(41);
-    out.push('*');
-    for b in stage2 {
-        out.push_str(&format!("{b:02X}"));
-    }
-    out
+    native_hash_of_stage1(&native_stage1(password))
 }
 
 /// XOR(SHA256(pw), SHA256(SHA256(SHA256(pw)) + nonce)). Empty password -> empty response.
@@ -278,6 +302,28 @@ mod tests {
         ));
         assert!(!native_verify_hash(&NONCE, "*1234", &CLI_SCRAMBLE));
         assert!(!native_verify_hash(&NONCE, &hash, &[]));
+    }
+
+    #[test]
+    fn a_native_answer_yields_sha1_of_the_password_which_answers_any_scramble() {
+        let hash = native_hash(b"secret");
+        let stage1 = native_recover_stage1(&NONCE, &hash, &CLI_SCRAMBLE).expect("proves it");
+        assert_eq!(stage1, native_stage1(b"secret"));
+        assert_eq!(native_hash_of_stage1(&stage1), hash);
+        // A backend's own scramble answered with the recovered SHA1 is the password's answer.
+        let other = [0x5a; 20];
+        assert_eq!(
+            native_scramble_stage1(&other, &stage1),
+            native_scramble(&other, b"secret")
+        );
+        let mut wrong = CLI_SCRAMBLE;
+        wrong[0] ^= 1;
+        assert_eq!(native_recover_stage1(&NONCE, &hash, &wrong), None);
+        assert_eq!(native_recover_stage1(&NONCE, "", &CLI_SCRAMBLE), None);
+        assert_eq!(
+            native_recover_stage1(&NONCE, &hash, &CLI_SCRAMBLE[..19]),
+            None
+        );
     }
 
     #[test]

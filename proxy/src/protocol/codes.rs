@@ -49,10 +49,16 @@ pub const WRONG_VALUE_FOR_VAR: ErrorCode = code(1231, "42000");
 pub const NOT_SUPPORTED: ErrorCode = code(1235, "42000");
 /// ER_UNKNOWN_STMT_HANDLER: unknown prepared statement id.
 pub const UNKNOWN_STMT_HANDLER: ErrorCode = code(1243, "HY000");
+/// ER_STMT_HAS_NO_OPEN_CURSOR: a COM_STMT_FETCH of a statement without a cursor.
+pub const STMT_HAS_NO_OPEN_CURSOR: ErrorCode = code(1421, "HY000");
+/// ER_SYNTAX_ERROR: the server's other parse error (as ER_PARSE_ERROR, nothing ran).
+pub const SYNTAX_ERROR: ErrorCode = code(1149, "42000");
 /// ER_UNSUPPORTED_PS: a prepared statement where only text commands are taken.
 pub const UNSUPPORTED_PS: ErrorCode = code(1295, "HY000");
 /// ER_QUERY_INTERRUPTED: the statement was killed.
 pub const QUERY_INTERRUPTED: ErrorCode = code(1317, "70100");
+/// ER_MAX_PREPARED_STMT_COUNT_REACHED: a session holds as many prepared statements as it may.
+pub const MAX_PREPARED_STMT_COUNT_REACHED: ErrorCode = code(1461, "42000");
 /// ER_DBACCESS_DENIED_ERROR: the account may not use that database.
 pub const DBACCESS_DENIED: ErrorCode = code(1044, "42000");
 /// ER_HOST_IS_BLOCKED: too many connection errors from this host.
@@ -69,9 +75,25 @@ pub const SERVER_IS_IN_SECURE_AUTH_MODE: ErrorCode = code(1275, "HY000");
 pub const ACCESS_DENIED_NO_PASSWORD: ErrorCode = code(1698, "28000");
 /// ER_CONNECTION_KILLED (MariaDB): KILL CONNECTION ended this session.
 pub const CONNECTION_KILLED: ErrorCode = code(1927, "70100");
+/// ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8.0.24+): wait_timeout ended this session.
+pub const CLIENT_INTERACTION_TIMEOUT: ErrorCode = code(4031, "HY000");
 /// `ER_OPTION_PREVENTS_STATEMENT`: "running with the --read-only option"; sluice uses it
 /// when no single writer exists within writer_wait_timeout.
 pub const OPTION_PREVENTS_STATEMENT: ErrorCode = code(1290, "HY000");
+/// ER_NOT_ALLOWED_COMMAND: a query rule's `error` blocked the statement (ProxySQL's code for
+/// its rules' error_msg).
+pub const NOT_ALLOWED_COMMAND: ErrorCode = code(1148, "42000");
+/// ER_USER_LIMIT_REACHED: a per-user limit (max_client_connections, max_concurrency), as MySQL
+/// answers an account's resource limit.
+pub const USER_LIMIT_REACHED: ErrorCode = code(1226, "42000");
+/// ER_STATEMENT_TIMEOUT (MariaDB): max_statement_time ended the statement.
+pub const STATEMENT_TIMEOUT: ErrorCode = code(1969, "70100");
+/// ER_QUERY_TIMEOUT (MySQL): max_execution_time ended the statement.
+pub const QUERY_TIMEOUT: ErrorCode = code(3024, "HY000");
+/// ER_MUST_CHANGE_PASSWORD_LOGIN: the account's password has expired.
+pub const MUST_CHANGE_PASSWORD_LOGIN: ErrorCode = code(1862, "HY000");
+/// ER_ACCOUNT_HAS_BEEN_LOCKED: the account is locked (ACCOUNT LOCK).
+pub const ACCOUNT_LOCKED: ErrorCode = code(4151, "HY000");
 /// ER_SECURE_TRANSPORT_REQUIRED: a plain client under `require_secure_transport`.
 pub const SECURE_TRANSPORT_REQUIRED: ErrorCode = code(3159, "HY000");
 // sluice's own conditions use 9001-9005, never the client-library range 2000-2999
@@ -98,6 +120,8 @@ mod tests {
     fn sql_states_are_five_ascii_characters() {
         for c in [
             CON_COUNT,
+            MUST_CHANGE_PASSWORD_LOGIN,
+            ACCOUNT_LOCKED,
             HANDSHAKE,
             ACCESS_DENIED,
             UNKNOWN_COM,
@@ -113,8 +137,11 @@ mod tests {
             WRONG_VALUE_FOR_VAR,
             NOT_SUPPORTED,
             UNKNOWN_STMT_HANDLER,
+            STMT_HAS_NO_OPEN_CURSOR,
+            SYNTAX_ERROR,
             UNSUPPORTED_PS,
             QUERY_INTERRUPTED,
+            MAX_PREPARED_STMT_COUNT_REACHED,
             DBACCESS_DENIED,
             HOST_IS_BLOCKED,
             NEW_ABORTING_CONNECTION,
@@ -123,7 +150,12 @@ mod tests {
             SERVER_IS_IN_SECURE_AUTH_MODE,
             ACCESS_DENIED_NO_PASSWORD,
             CONNECTION_KILLED,
+            CLIENT_INTERACTION_TIMEOUT,
             SECURE_TRANSPORT_REQUIRED,
+            NOT_ALLOWED_COMMAND,
+            USER_LIMIT_REACHED,
+            STATEMENT_TIMEOUT,
+            QUERY_TIMEOUT,
             BACKEND_UNREACHABLE,
             BACKEND_LOST,
             QUEUE_TIMEOUT,

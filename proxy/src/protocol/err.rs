@@ -9,7 +9,7 @@
 use bytes::{BufMut, BytesMut};
 
 use super::buf::Reader;
-use super::codes::ErrorCode;
+use super::codes::{self, ErrorCode};
 use super::error::{Error, Result};
 use super::flags::Capabilities;
 
@@ -96,6 +96,57 @@ pub fn is_err(payload: &[u8]) -> bool {
     payload.first() == Some(&HEADER)
 }
 
+/// The code of an ERR payload (`None` for any other packet).
+pub fn code_of(payload: &[u8]) -> Option<u16> {
+    match payload {
+        [HEADER, lo, hi, ..] => Some(u16::from_le_bytes([*lo, *hi])),
+        _ => None,
+    }
+}
+
+/// Whether an ERR payload is a parse error: the statement was refused before anything of
+/// it ran (ER_PARSE_ERROR, ER_SYNTAX_ERROR).
+pub fn is_parse_error(payload: &[u8]) -> bool {
+    code_of(payload).is_some_and(|c| c == codes::PARSE_ERROR.code || c == codes::SYNTAX_ERROR.code)
+}
+
+/// Writes to `out` the ERR payload `payload` of a command on a prepared statement with the
+/// statement named by `id`: the errors that name one (ER_UNKNOWN_STMT_HANDLER,
+/// ER_STMT_HAS_NO_OPEN_CURSOR) quote the id in parentheses, "The statement (12) has no open
+/// cursor". False, and `out` untouched, for any other payload.
+pub fn with_stmt_id(payload: &[u8], id: u32, out: &mut BytesMut) -> bool {
+    let names = code_of(payload).is_some_and(|c| {
+        c == codes::UNKNOWN_STMT_HANDLER.code || c == codes::STMT_HAS_NO_OPEN_CURSOR.code
+    });
+    if !names {
+        return false;
+    }
+    // The first "(digits)" of the message (after the code and the SQLSTATE).
+    let text = if payload.get(3) == Some(&STATE_MARKER) {
+        9
+    } else {
+        3
+    };
+    let Some(rest) = payload.get(text..) else {
+        return false;
+    };
+    let found = rest.iter().enumerate().find_map(|(i, &b)| {
+        let digits = rest[i + 1..]
+            .iter()
+            .take_while(|d| d.is_ascii_digit())
+            .count();
+        (b == b'(' && digits > 0 && rest.get(i + 1 + digits) == Some(&b')'))
+            .then_some((text + i + 1, digits))
+    });
+    let Some((at, len)) = found else {
+        return false;
+    };
+    out.put_slice(&payload[..at]);
+    out.put_slice(id.to_string().as_bytes());
+    out.put_slice(&payload[at + len..]);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +201,44 @@ mod tests {
         }
         // The marker is there but the state is cut short.
         assert!(ErrPacket::decode(&raw[..6], Capabilities::CLIENT_PROTOCOL_41).is_err());
+    }
+
+    #[test]
+    fn errors_that_name_a_statement_name_the_clients_id() {
+        let payload = |code, msg: &str| {
+            let mut out = BytesMut::new();
+            ErrPacket::new(code, "HY000", msg).encode(&mut out);
+            out
+        };
+        let fetch = payload(1421, "The statement (34) has no open cursor");
+        let mut out = BytesMut::new();
+        assert!(with_stmt_id(&fetch, 4, &mut out));
+        assert_eq!(out, payload(1421, "The statement (4) has no open cursor"));
+        let unknown = payload(
+            1243,
+            "Unknown prepared statement handler (7) given to mysqld_stmt_fetch",
+        );
+        out.clear();
+        assert!(with_stmt_id(&unknown, 123, &mut out));
+        assert_eq!(
+            out,
+            payload(
+                1243,
+                "Unknown prepared statement handler (123) given to mysqld_stmt_fetch"
+            )
+        );
+        // Other errors, other packets, and messages without a number stay.
+        out.clear();
+        for other in [
+            payload(1064, "near '(3)' at line 1"),
+            payload(1421, "The statement () has no open cursor"),
+            BytesMut::from(&b"\x00\x00\x00"[..]),
+            BytesMut::new(),
+        ] {
+            assert!(!with_stmt_id(&other, 4, &mut out));
+        }
+        assert!(out.is_empty());
+        assert!(is_parse_error(&payload(1064, "x")) && is_parse_error(&payload(1149, "x")));
+        assert!(!is_parse_error(&payload(1054, "x")) && !is_parse_error(b"\x00"));
     }
 }

@@ -108,6 +108,53 @@ fn scan_chunks(buf: &[u8], max_payload: usize) -> Result<Option<LogicalSpan>> {
     }
 }
 
+/// Walks the chunks of a logical packet that is dropped unread (one over
+/// `max_allowed_packet`: the peer still sends all of it), as its bytes arrive, keeping
+/// none of them. The answer to such a packet carries the sequence id after its last chunk's.
+#[derive(Debug, Default)]
+pub struct Skip {
+    /// Bytes of the current chunk's payload still to come.
+    left: usize,
+    /// The current chunk is the packet's last (shorter than `MAX_CHUNK`).
+    last_chunk: bool,
+    /// The current chunk's sequence id (`None` before the first header).
+    seq: Option<u8>,
+}
+
+impl Skip {
+    /// Feeds the bytes that arrived since the last call (the first call: from the packet's
+    /// first header on). Returns how many of them belong to the packet, to be dropped, and
+    /// whether it is over; bytes after it are not counted, nor a header not yet complete
+    /// (fed again with what follows it).
+    pub fn feed(&mut self, buf: &[u8]) -> (usize, bool) {
+        let mut pos = 0;
+        loop {
+            let take = self.left.min(buf.len() - pos);
+            pos += take;
+            self.left -= take;
+            if self.left > 0 {
+                return (pos, false);
+            }
+            if self.last_chunk {
+                return (pos, true);
+            }
+            let Some((len, seq)) = buf.get(pos..).and_then(peek_header) else {
+                return (pos, false);
+            };
+            pos += HEADER_LEN;
+            self.left = len;
+            self.last_chunk = len < MAX_CHUNK;
+            self.seq = Some(seq);
+        }
+    }
+
+    /// The last chunk's sequence id, once its header has been fed (its payload may still
+    /// be coming).
+    pub fn last_seq(&self) -> Option<u8> {
+        self.seq.filter(|_| self.last_chunk)
+    }
+}
+
 /// The payload of a scanned logical packet: borrowed when it is one chunk, joined when it is several.
 ///
 /// `raw` must start with the packet `span` was scanned from; a shorter `raw` yields what is there.
@@ -244,6 +291,38 @@ mod tests {
             })
         );
         assert_eq!(scan_logical(&head, usize::MAX), Ok(None));
+    }
+
+    #[test]
+    fn a_skipped_packet_ends_at_its_last_chunk_fed_in_any_pieces() {
+        let data = vec![7u8; 2 * MAX_CHUNK + 5];
+        let mut out = BytesMut::new();
+        assert_eq!(write_packet(&mut out, 0, &data), 3);
+        out.extend_from_slice(QUERY); // the next command is not part of it
+        for piece in [3, 4, 5, 4096, MAX_CHUNK, usize::MAX] {
+            let mut skip = Skip::default();
+            let (mut at, mut end, mut done) = (0usize, 0usize, false);
+            while !done {
+                // `piece` more bytes arrive; those not taken (a cut header) are fed again
+                // with them.
+                end = end.saturating_add(piece).min(out.len());
+                let (n, over) = skip.feed(&out[at..end]);
+                at += n;
+                done = over;
+                // The last chunk's id is known from its header on.
+                let last_header = 2 * (HEADER_LEN + MAX_CHUNK) + HEADER_LEN;
+                assert_eq!(skip.last_seq().is_some(), at >= last_header, "at {at}");
+            }
+            assert_eq!(at, out.len() - QUERY.len(), "pieces of {piece}");
+            assert_eq!(skip.last_seq(), Some(2));
+        }
+        // An exact multiple of MAX_CHUNK ends with its empty chunk.
+        let mut exact = BytesMut::new();
+        write_packet(&mut exact, 0, &vec![1u8; MAX_CHUNK]);
+        let mut skip = Skip::default();
+        assert_eq!(skip.feed(&exact), (exact.len(), true));
+        assert_eq!(skip.last_seq(), Some(1));
+        assert_eq!(Skip::default().feed(&[0, 0]), (0, false));
     }
 
     #[test]

@@ -65,7 +65,9 @@ pub use flags::{server_capabilities, shaping_mask, Capabilities, CommandCode, St
 pub use frame::{payload, scan_logical, write_packet, LogicalSpan, HEADER_LEN, MAX_CHUNK};
 pub use handshake::Handshake;
 pub use handshake_response::{is_ssl_request, HandshakeResponse, SslRequest};
-pub use ok::{is_ok, is_ok_terminator, strip_session_track, OkPacket, SessionStateChange};
+pub use ok::{
+    is_ok, is_ok_terminator, strip_session_track, OkPacket, SessionStateChange, Trackers,
+};
 pub use prepare_ok::PrepareOk;
 pub use response::{Feed, ResponseKind, ResponseSummary, ResponseTracker};
 pub use session_gtid::{last_write_gtid, GtidReport};

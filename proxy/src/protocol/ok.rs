@@ -5,8 +5,10 @@
 //! <https://dev.mysql.com/doc/dev/mysql-server/latest/mysql__com_8h.html> (enum_session_state_type),
 //! <https://mariadb.com/kb/en/ok_packet/>.
 //!
-//! Backends always run with CLIENT_SESSION_TRACK; `strip_session_track` rewrites their OKs for
-//! clients that did not negotiate it.
+//! Backends always run with CLIENT_SESSION_TRACK and track more than a client asked for;
+//! `strip_session_track` rewrites their OKs for clients that did not negotiate it, and
+//! `filter_session_state` keeps only what a client's own `session_track_*` settings
+//! ([`Trackers`]) report for those that did.
 
 use bytes::{BufMut, BytesMut};
 
@@ -184,10 +186,115 @@ pub fn strip_session_track(payload: &[u8], out: &mut BytesMut) -> Result<()> {
     Ok(())
 }
 
+/// What a client's session tracks (its `session_track_*` settings), and so which entries
+/// of an OK's session-state block it gets: sluice's backends track more than a client asked
+/// for, and [`filter_session_state`] drops the rest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trackers {
+    /// `session_track_schema`.
+    pub schema: bool,
+    /// `session_track_state_change`.
+    pub state_change: bool,
+    /// `session_track_system_variables` in lower case; `None`: every variable (`*`).
+    pub variables: Option<Vec<Vec<u8>>>,
+    /// MySQL `session_track_gtids` other than OFF.
+    pub gtids: bool,
+    /// `session_track_transaction_info`: 0 OFF, 1 STATE, 2 CHARACTERISTICS (which adds the
+    /// characteristics to the state).
+    pub transaction_info: u8,
+}
+
+impl Trackers {
+    /// Records a new value of the `session_track_*` variable `name`, as a server reports it
+    /// (`ON`/`1`, a list, `OWN_GTID` ...); false if `name` is no tracker setting.
+    pub fn set(&mut self, name: &[u8], value: &[u8]) -> bool {
+        let on = |v: &[u8]| v.eq_ignore_ascii_case(b"on") || v == b"1";
+        let name = name.to_ascii_lowercase();
+        match name.as_slice() {
+            b"session_track_schema" => self.schema = on(value),
+            b"session_track_state_change" => self.state_change = on(value),
+            b"session_track_gtids" => self.gtids = !value.eq_ignore_ascii_case(b"off"),
+            b"session_track_transaction_info" => {
+                self.transaction_info = if value.eq_ignore_ascii_case(b"characteristics") {
+                    2
+                } else {
+                    u8::from(value.eq_ignore_ascii_case(b"state"))
+                }
+            }
+            b"session_track_system_variables" => {
+                let names = value
+                    .split(|&b| b == b',')
+                    .map(|n| n.trim_ascii().to_ascii_lowercase())
+                    .filter(|n| !n.is_empty());
+                let names: Vec<Vec<u8>> = names.collect();
+                self.variables = (!names.iter().any(|n| n == b"*")).then_some(names);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Copies the setting `name` from `from` (a `SET ... = DEFAULT`); false if `name` is
+    /// no tracker setting.
+    pub fn take(&mut self, from: &Trackers, name: &[u8]) -> bool {
+        match name.to_ascii_lowercase().as_slice() {
+            b"session_track_schema" => self.schema = from.schema,
+            b"session_track_state_change" => self.state_change = from.state_change,
+            b"session_track_gtids" => self.gtids = from.gtids,
+            b"session_track_transaction_info" => self.transaction_info = from.transaction_info,
+            b"session_track_system_variables" => self.variables.clone_from(&from.variables),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Whether a session tracking this gets `change`.
+    pub fn keeps(&self, change: &SessionStateChange) -> bool {
+        match change {
+            SessionStateChange::SystemVariable { name, .. } => self
+                .variables
+                .as_ref()
+                .is_none_or(|list| list.iter().any(|v| v.eq_ignore_ascii_case(name))),
+            SessionStateChange::Schema(_) => self.schema,
+            SessionStateChange::StateChanged => self.state_change,
+            SessionStateChange::Gtids(_) => self.gtids,
+            SessionStateChange::TransactionState(_) => self.transaction_info >= 1,
+            SessionStateChange::TransactionCharacteristics(_) => self.transaction_info >= 2,
+            SessionStateChange::Unknown(_) => false,
+        }
+    }
+}
+
+/// Does this OK payload carry session state (SERVER_SESSION_STATE_CHANGED)? Only such OKs
+/// are worth decoding for [`filter_session_state`].
+pub fn carries_state(payload: &[u8]) -> bool {
+    let mut r = Reader::named(payload, "OK packet");
+    let status = r
+        .u8()
+        .and_then(|_| r.lenenc_int())
+        .and_then(|_| r.lenenc_int())
+        .and_then(|_| r.u16());
+    status.is_ok_and(|s| s & StatusFlags::SERVER_SESSION_STATE_CHANGED.bits() != 0)
+}
+
+/// An OK payload the backend encoded with CLIENT_SESSION_TRACK, with only the state entries
+/// `trackers` keeps, for a client that negotiated it too: with none left, no state block and
+/// SERVER_SESSION_STATE_CHANGED cleared, as a server that tracked nothing writes it.
+pub fn filter_session_state(payload: &[u8], trackers: &Trackers, out: &mut BytesMut) -> Result<()> {
+    let caps = Capabilities::CLIENT_PROTOCOL_41 | Capabilities::CLIENT_SESSION_TRACK;
+    let mut ok = OkPacket::decode(payload, caps)?;
+    ok.session_state.retain(|c| trackers.keeps(c));
+    if ok.session_state.is_empty() {
+        ok.status.remove(StatusFlags::SERVER_SESSION_STATE_CHANGED);
+    }
+    ok.encode(caps, out);
+    Ok(())
+}
+
 /// Would `strip_session_track` give `payload` back unchanged? True for the OK most
 /// statements end with: 7 bytes (two 1-byte lenenc ints, status, warnings: no info, no
 /// state block) without SERVER_SESSION_STATE_CHANGED. Decoding and re-encoding it only to
-/// get the same bytes cost ~400 instructions a statement; this check costs a few.
+/// get the same bytes costs far more than this check, which reads a few bytes.
 pub fn strip_keeps(payload: &[u8]) -> bool {
     match payload {
         [header, affected, last_id, s0, s1, _, _] => {
@@ -429,6 +536,117 @@ mod tests {
         assert_eq!(&out[..], &[0xfe, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]);
     }
 
+    /// MariaDB 10.11's defaults for a new session.
+    fn mariadb_defaults() -> Trackers {
+        Trackers {
+            schema: true,
+            state_change: false,
+            variables: Some(
+                [
+                    "autocommit",
+                    "character_set_client",
+                    "character_set_connection",
+                    "character_set_results",
+                    "time_zone",
+                ]
+                .iter()
+                .map(|v| v.as_bytes().to_vec())
+                .collect(),
+            ),
+            gtids: false,
+            transaction_info: 0,
+        }
+    }
+
+    /// MariaDB 10.11 (tracking schema, state change and '*') answering `SET NAMES utf8mb4`:
+    /// character_set_results, character_set_connection, character_set_client, state change.
+    const SET_NAMES_ALL: &str = "000000024000000065001e156368617261637465725f7365745f726573756c747307757466386d62340021186368617261637465725f7365745f636f6e6e656374696f6e07757466386d6234001d146368617261637465725f7365745f636c69656e7407757466386d6234020131";
+
+    #[test]
+    fn a_client_gets_only_what_its_own_trackers_report() {
+        let mut out = BytesMut::new();
+        // The defaults: the three character-set variables, no state-change entry.
+        filter_session_state(&hex(SET_NAMES_ALL), &mariadb_defaults(), &mut out).unwrap();
+        let without_state_change = SET_NAMES_ALL[..SET_NAMES_ALL.len() - 6].replacen(
+            "000000024000000065",
+            "000000024000000062",
+            1,
+        );
+        assert_eq!(&out[..], &hex(&without_state_change)[..]);
+        // Nothing tracked: a plain OK, flag cleared, no state block.
+        let none = Trackers {
+            schema: false,
+            variables: Some(Vec::new()),
+            ..mariadb_defaults()
+        };
+        out.clear();
+        filter_session_state(&hex(SET_NAMES_ALL), &none, &mut out).unwrap();
+        assert_eq!(&out[..], &[0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]);
+        // USE under the defaults: the schema, no state change.
+        out.clear();
+        filter_session_state(&hex(USE_MYSQL), &mariadb_defaults(), &mut out).unwrap();
+        assert_eq!(&out[..], &hex("0000000240000000080106056d7973716c")[..]);
+        // Tracking state changes too: the OK as the backend sent it.
+        let more = Trackers {
+            state_change: true,
+            ..mariadb_defaults()
+        };
+        out.clear();
+        filter_session_state(&hex(USE_MYSQL), &more, &mut out).unwrap();
+        assert_eq!(&out[..], &hex(USE_MYSQL)[..]);
+        assert!(carries_state(&hex(USE_MYSQL)) && !carries_state(&[0, 0, 0, 2, 0, 0, 0]));
+    }
+
+    /// MySQL 8.0's defaults: schema, no state change, five variables, no GTIDs, no
+    /// transaction info; MYSQL8_OK keeps its schema and `autocommit` (in one entry each).
+    #[test]
+    fn a_mysql8_client_gets_its_defaults_and_gtids_only_when_asked() {
+        let mut t = Trackers {
+            schema: false,
+            state_change: true,
+            variables: None,
+            gtids: true,
+            transaction_info: 2,
+        };
+        for (name, value) in [
+            ("session_track_schema", "ON"),
+            ("session_track_state_change", "OFF"),
+            (
+                "session_track_system_variables",
+                "time_zone,autocommit,character_set_client,character_set_results,character_set_connection",
+            ),
+            ("session_track_gtids", "OFF"),
+            ("session_track_transaction_info", "OFF"),
+        ] {
+            assert!(t.set(name.as_bytes(), value.as_bytes()));
+        }
+        assert!(!t.set(b"sql_mode", b""));
+        let mut out = BytesMut::new();
+        filter_session_state(MYSQL8_OK, &t, &mut out).unwrap();
+        let mut want = vec![0x00, 0x01, 0x05, 0x03, 0x40, 0x00, 0x00, 0x00, 0x17];
+        want.extend_from_slice(&[0x01, 0x05, 0x04, b't', b'e', b's', b't']);
+        want.extend_from_slice(&[0x00, 0x0e, 0x0a]);
+        want.extend_from_slice(b"autocommit");
+        want.extend_from_slice(&[0x02, b'O', b'N']);
+        assert_eq!(&out[..], &want[..]);
+        // With session_track_gtids=OWN_GTID the GTID entry goes along (after the variables).
+        assert!(t.set(b"SESSION_TRACK_GTIDS", b"OWN_GTID"));
+        out.clear();
+        filter_session_state(MYSQL8_OK, &t, &mut out).unwrap();
+        want[8] = 0x17 + 8;
+        want.extend_from_slice(&[0x03, 0x06, 0x00, 0x04, b'a', b':', b'1', b'5']);
+        assert_eq!(&out[..], &want[..]);
+        // '*' and STATE: every variable, and the transaction state without its characteristics.
+        assert!(t.set(b"session_track_system_variables", b"*"));
+        assert!(t.set(b"session_track_transaction_info", b"STATE"));
+        let ok = OkPacket::decode(MYSQL8_OK, backend_caps()).unwrap();
+        let kept: Vec<_> = ok.session_state.iter().filter(|c| t.keeps(c)).collect();
+        assert_eq!(kept.len(), 5, "{kept:?}");
+        assert!(!kept
+            .iter()
+            .any(|c| matches!(c, SessionStateChange::TransactionCharacteristics(_))));
+    }
+
     #[test]
     fn minimal_ok_without_info_under_session_track() {
         let ok = OkPacket::decode(&[0, 0, 0, 2, 0, 0, 0], backend_caps()).unwrap();
@@ -471,6 +689,9 @@ mod tests {
             for end in 0..sample.len() {
                 let _ = OkPacket::decode(&sample[..end], backend_caps());
                 let _ = strip_session_track(&sample[..end], &mut BytesMut::new());
+                let t = mariadb_defaults();
+                let _ = filter_session_state(&sample[..end], &t, &mut BytesMut::new());
+                let _ = carries_state(&sample[..end]);
             }
             for end in 0..MIN_OK_LEN {
                 assert!(OkPacket::decode(&sample[..end], backend_caps()).is_err());

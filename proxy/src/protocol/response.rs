@@ -89,9 +89,26 @@ pub struct ResponseSummary {
     pub last_insert_id: u64,
     /// From the last OK or EOF.
     pub warnings: u16,
+    /// Some OK or EOF of the response (of a multi-result, any statement's) counted warnings.
+    pub any_warnings: bool,
+    /// Some OK of the response carried an insert id (`last_insert_id` is only the last's).
+    pub any_insert_id: bool,
     /// Result sets with columns.
     pub result_sets: u32,
+    /// Rows of every result set.
     pub rows: u64,
+    /// `rows` before the last result set began (`last_set_rows`).
+    pub rows_before_last_set: u64,
+    /// The response's last result is an OK (a statement's end), not a result set; after
+    /// result sets: the OK that ends a CALL, or a multi-statement's last statement's.
+    pub ends_with_ok: bool,
+}
+
+impl ResponseSummary {
+    /// The rows of the response's last result set.
+    pub fn last_set_rows(&self) -> u64 {
+        self.rows - self.rows_before_last_set
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,6 +231,7 @@ impl ResponseTracker {
                 let ok = PrepareOk::decode(payload)?;
                 self.summary.prepare_ok = Some(ok);
                 self.summary.warnings = ok.warnings;
+                self.summary.any_warnings |= ok.warnings > 0;
                 let eofs = u32::from(!self.deprecate_eof);
                 let group = |n: u16| if n == 0 { 0 } else { u32::from(n) + eofs };
                 self.state = match group(ok.params) + group(ok.columns) {
@@ -307,7 +325,7 @@ impl ResponseTracker {
                 State::ResultStart if first != OK_HEADER && first != LOCAL_INFILE_HEADER => {
                     match Reader::named(payload, "column count").lenenc_int() {
                         Ok(columns) if columns > 0 => {
-                            self.summary.result_sets += 1;
+                            self.set_begins();
                             self.state = State::ColumnDefs { left: columns };
                         }
                         _ => break,
@@ -327,6 +345,7 @@ impl ResponseTracker {
                 let ok = OkPacket::decode(payload, self.caps)?;
                 let more = ok.status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
                 self.record_ok(ok);
+                self.summary.ends_with_ok = true;
                 if more {
                     return Ok(Feed::ContinueOk);
                 }
@@ -342,7 +361,7 @@ impl ResponseTracker {
                         what: "column count",
                     });
                 }
-                self.summary.result_sets += 1;
+                self.set_begins();
                 self.state = State::ColumnDefs { left: columns };
                 Ok(Feed::Continue)
             }
@@ -370,12 +389,22 @@ impl ResponseTracker {
         }
     }
 
+    /// A result set begins (its column count was read).
+    fn set_begins(&mut self) {
+        let s = &mut self.summary;
+        s.result_sets += 1;
+        s.rows_before_last_set = s.rows;
+        s.ends_with_ok = false;
+    }
+
     fn record_ok(&mut self, ok: OkPacket) {
         let s = &mut self.summary;
         s.status = Some(ok.status);
         s.affected_rows = ok.affected_rows;
         s.last_insert_id = ok.last_insert_id;
         s.warnings = ok.warnings;
+        s.any_warnings |= ok.warnings > 0;
+        s.any_insert_id |= ok.last_insert_id != 0;
         if !ok.session_state.is_empty() {
             s.state_changes.extend(ok.session_state);
         }
@@ -384,6 +413,7 @@ impl ResponseTracker {
     fn record_eof(&mut self, eof: &EofPacket) {
         self.summary.status = Some(eof.status);
         self.summary.warnings = eof.warnings;
+        self.summary.any_warnings |= eof.warnings > 0;
     }
 
     pub fn summary(&self) -> &ResponseSummary {
@@ -534,6 +564,7 @@ mod tests {
         let (feeds, s) = run(ResponseKind::Query, true, &with_ok);
         assert_eq!(feeds, [C, C, C, CO, C, C, C, DO]);
         assert_eq!((s.result_sets, s.rows), (2, 2));
+        assert_eq!((s.last_set_rows(), s.ends_with_ok), (1, false));
         let with_eof = [
             "01",
             col1,
@@ -558,6 +589,11 @@ mod tests {
         let (feeds, s) = run(ResponseKind::Query, true, &packets);
         assert_eq!(feeds, [C, C, C, CO, DO]);
         assert_eq!((s.affected_rows, s.result_sets), (3, 1));
+        assert_eq!(
+            (s.last_set_rows(), s.ends_with_ok),
+            (1, true),
+            "a statement's OK last"
+        );
     }
 
     #[test]
@@ -573,6 +609,7 @@ mod tests {
             (s.affected_rows, s.last_insert_id, s.result_sets),
             (1, 7, 0)
         );
+        assert!(s.ends_with_ok);
     }
 
     #[test]

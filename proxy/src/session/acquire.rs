@@ -6,12 +6,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::registry::ClientPhase;
+use super::route::Routing;
 use super::state::Rules;
-use super::{fmt_ms, replay, Session};
+use super::{errors, fmt_ms, replay, Session};
 use crate::conn::{self, backend::Health};
 use crate::pool::{self, CheckError, Hold};
 use crate::protocol::{codes, ErrPacket};
+use crate::registry::ClientPhase;
 use crate::stats::Stats;
 
 /// A statement waits at most this long for the reset of a backend its session gave back (a
@@ -24,27 +25,66 @@ impl Session {
     /// Checked on a control connection: a login never waits for an execution slot or a
     /// pool connection, however many sessions are pinned or queued.
     pub(super) async fn select_database(&mut self, db: Vec<u8>) -> Result<(), ErrPacket> {
+        match self.database_checked(db).await {
+            Ok(()) => Ok(()),
+            Err(CheckError::Refused(err)) => Err(err),
+            Err(CheckError::Pool(e)) => Err(self.pool_error(&e)),
+        }
+    }
+
+    /// `select_database`, with the server's refusal told apart from sluice's own errors.
+    async fn database_checked(&mut self, db: Vec<u8>) -> Result<(), CheckError> {
         let config = Arc::clone(&self.config);
         let deadline = Instant::now() + config.client_login_timeout;
         let checked = self
             .pool()
             .check_database(
-                &self.key,
-                &self.target,
+                &self.login.key,
+                &self.held.target,
                 &db,
                 deadline,
                 config.backend_down_wait,
             )
             .await;
-        match checked {
-            Ok(()) => {
-                // The first statement's checkout then prefers a backend already in it.
-                self.state.movable.schema = Some(db);
-                Ok(())
-            }
-            Err(CheckError::Refused(err)) => Err(err),
-            Err(CheckError::Pool(e)) => Err(self.pool_error(&e)),
+        // The first statement's checkout then prefers a backend already in it.
+        checked.map(|()| self.state.movable.schema = Some(db))
+    }
+
+    /// COM_INIT_DB or `USE db` while the session holds no backend: checked as a login's
+    /// default database is (`select_database`, never an execution slot), answered here, and
+    /// brought to the backend of the session's next statement by the replay of its schema.
+    /// The OK is the server's: the schema in its session state for a client that tracks it.
+    pub(super) async fn choose_database(&mut self, db: Vec<u8>) -> super::Step {
+        self.reg
+            .info
+            .queries
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Stats::incr(&self.ctx.stats.statements);
+        if let Err(e) = self.database_checked(db.clone()).await {
+            let err = match e {
+                // The session's ROW_COUNT() and diagnostics, as after the server's error.
+                CheckError::Refused(err) => {
+                    self.failed_alone(&err);
+                    err
+                }
+                CheckError::Pool(e) => self.pool_error(&e),
+            };
+            self.reply_err(1, &err).await?;
+            return Ok(super::Flow::Continue);
         }
+        // The server's COM_INIT_DB and `USE` set ROW_COUNT() to 0.
+        self.row_count_zeroed();
+        let mut ok = crate::protocol::OkPacket::new(
+            self.state.local_status() | crate::protocol::StatusFlags::SERVER_SESSION_STATE_CHANGED,
+        );
+        ok.session_state = vec![crate::protocol::SessionStateChange::Schema(db)];
+        let mut out = bytes::BytesMut::new();
+        ok.encode(self.login.caps, &mut out);
+        self.client
+            .send_packet(1, &out)
+            .await
+            .map_err(|_| crate::stats::ClientCloseReason::Eof)?;
+        Ok(super::Flow::Continue)
     }
 
     /// Before a statement that will pin its session runs: a pinned place, so that the
@@ -52,7 +92,11 @@ impl Session {
     /// `pin_wait` has passed with every place taken: the statement then does not run at all,
     /// and the session stays as it was.
     pub(super) async fn reserve_pin(&mut self, rules: Option<&Rules>) -> Result<(), ErrPacket> {
-        if self.place.is_some() {
+        // A session in a transaction or holding a lock has its backend already: a pin adds
+        // no connection, and a statement inside a transaction is never refused for want of
+        // a place (`keep_backend` settles its place, or its slot, when it ends).
+        let holds_backend = self.held.backend.is_some() && self.state.holds_locks();
+        if self.held.place.is_some() || holds_backend {
             return Ok(());
         }
         let Some(reason) = rules.and_then(Rules::pin_ahead) else {
@@ -60,58 +104,67 @@ impl Session {
         };
         let wait = self.config.pin_wait;
         // A statement that pins runs on the writer: its place comes from the writer's pool.
-        if self.backend.is_none() && self.slot.is_none() {
+        if self.held.backend.is_none() && self.held.slot.is_none() {
             if let Some(writer) = self.ctx.topology().topology.writer() {
                 self.use_writer_for_pin(writer);
             }
         }
         match self.pool().pin_place(Hold::Pin(reason), wait).await {
             Ok(place) => {
-                self.place = Some(place);
+                self.held.place = Some(place);
                 Ok(())
             }
             Err(e) => Err(self.pool_error(&e)),
         }
     }
 
-    /// Takes an execution slot and a backend (if not held already) and brings the backend
-    /// to the session's movable state. Returns when it was done: the clock read that ends
-    /// the queue wait also starts the statement's relay (`Session::relay_start`).
-    pub(super) async fn acquire(&mut self) -> Result<Instant, ErrPacket> {
+    /// Takes an execution slot and a backend (if not held already) on the server the
+    /// statement is routed to (`route`), and brings the backend to the session's movable
+    /// state. Returns when it was done: the clock read that ends the queue wait also starts
+    /// the statement's relay (`relay::Outgoing::started`).
+    pub(super) async fn acquire(&mut self, route: &mut Routing<'_>) -> Result<Instant, ErrPacket> {
         let queued = Instant::now();
         // Nothing to wait for before the slot queue (no reset, no routing): the queue's
         // deadline counts from this same clock read.
-        let direct = !self.resets.pending() && !self.config.uses_topology();
+        let direct = !self.held.resets.pending() && !self.config.uses_topology();
         // A backend this session gave back dirty (COM_RESET_CONNECTION, COM_CHANGE_USER)
         // is reset before its next statement runs anywhere.
         if !direct {
-            self.resets.settled(RESET_WAIT).await;
+            self.held.resets.settled(RESET_WAIT).await;
         }
-        self.acquire_inner(direct.then_some(queued)).await?;
+        self.acquire_inner(route, direct.then_some(queued)).await?;
         let done = Instant::now();
         self.ctx.latency.queue_wait.record(done - queued);
         Ok(done)
     }
 
-    async fn acquire_inner(&mut self, now: Option<Instant>) -> Result<(), ErrPacket> {
+    async fn acquire_inner(
+        &mut self,
+        route: &mut Routing<'_>,
+        now: Option<Instant>,
+    ) -> Result<(), ErrPacket> {
         // The one routing call: which server's slots and backends this statement takes
         // (awaited only when there is a choice to make).
-        if let Some(pending) = self.route_begin() {
-            self.route_statement(pending).await?;
+        if let Some(avoid) = self.route_begin(route) {
+            self.route_statement(route, avoid).await?;
         }
-        self.take_slot_and_backend(now).await?;
-        if let Some(until) = self.gtid_wait.take() {
+        self.take_slot_and_backend(now, route.on_replica).await?;
+        if let Some(until) = route.gtid_wait.take() {
             if !self.replica_reached(&until).await {
-                self.fall_back_to_writer()?;
-                self.take_slot_and_backend(None).await?;
+                self.fall_back_to_writer(route)?;
+                self.take_slot_and_backend(None, route.on_replica).await?;
             }
         }
         Ok(())
     }
 
     /// The slot and backend of the server the session is routed to, state replayed.
-    /// `now`: the time, if the caller has just read it.
-    async fn take_slot_and_backend(&mut self, now: Option<Instant>) -> Result<(), ErrPacket> {
+    /// `now`: the time, if the caller has just read it; `on_replica`: routed to a replica.
+    async fn take_slot_and_backend(
+        &mut self,
+        now: Option<Instant>,
+        on_replica: bool,
+    ) -> Result<(), ErrPacket> {
         // The settings it needs, copied (cheaper than holding the config's Arc).
         let (down_wait, max_queue_wait) =
             (self.config.backend_down_wait, self.config.max_queue_wait);
@@ -124,7 +177,12 @@ impl Session {
             window = window.min(down_wait);
         }
         let deadline = now + window;
-        if self.slot.is_none() {
+        if let Some(kept) = self.held.slot.as_mut() {
+            // Kept since its last statement (no pinned place was free): it runs again.
+            kept.set_kept(false);
+        } else if self.state.holds_locks() {
+            self.take_held_slot(window).await?;
+        } else {
             self.admit()?;
             self.reg.info.set_phase(ClientPhase::Waiting);
             // Awaited only while paused (its future is not needed otherwise).
@@ -139,7 +197,7 @@ impl Session {
             let shed_after = max_queue_wait.filter(|t| *t < left);
             let acquired = self.pool().acquire_slot(shed_after.unwrap_or(left)).await;
             if acquired.is_ok() {
-                self.last_served = Instant::now();
+                self.memory.last_served = Instant::now();
             }
             let slot = acquired.map_err(|e| match (shed_after, &e) {
                     (_, pool::Error::QueueTimeout { waited, .. }) if !self.pool().backend_up() => {
@@ -158,31 +216,31 @@ impl Session {
                     }
                     _ => self.pool_error(&e),
                 })?;
-            self.slot = Some(slot);
+            self.held.slot = Some(slot);
         }
         // Its state as the session's already: nothing to compare or replay below.
         let mut in_state = false;
-        if self.backend.is_none() {
+        if self.held.backend.is_none() {
             // An idle backend first, without the checkout's future (which waits if need be).
-            if let Some((b, same)) = self
-                .pool()
-                .checkout_idle(&self.key, &self.state.movable, up)
+            if let Some((b, same)) =
+                self.pool()
+                    .checkout_idle(&self.login.key, &self.state.movable, up)
             {
                 self.take_backend(b);
                 in_state = same;
             }
         }
-        if self.backend.is_none() {
+        if self.held.backend.is_none() {
             let b = self
                 .pool()
                 .checkout(
-                    &self.key,
+                    &self.login.key,
                     &self.state.movable,
-                    &self.target,
+                    &self.held.target,
                     deadline,
                     // A read on a replica that is down fails at once and is retried on
                     // another server instead of waiting for this one.
-                    if self.on_replica {
+                    if on_replica {
                         Duration::ZERO
                     } else {
                         down_wait
@@ -193,21 +251,35 @@ impl Session {
             self.take_backend(b);
         }
         // Awaited only when there is state to replay: most backends match already.
-        match &self.backend {
+        match &self.held.backend {
             Some(b) if !in_state && b.state != self.state.movable => self.sync_backend().await,
             _ => Ok(()),
         }
     }
 
+    /// The slot of a statement of a session in a transaction or holding a lock: others may
+    /// wait on what it holds, so it goes ahead of their statements, and it is never shed
+    /// (`max_queue_wait`), paused or timed out for want of a slot: after waiting its
+    /// patience with no slot coming back (or `window`), it runs beyond pool_size
+    /// (`pool::Slots::acquire_held`). Its backend is its own already.
+    async fn take_held_slot(&mut self, window: Duration) -> Result<(), ErrPacket> {
+        self.reg.info.set_phase(ClientPhase::Waiting);
+        let slot = self.pool().acquire_held_slot(window).await;
+        let slot = slot.map_err(|e| self.pool_error(&e))?;
+        self.memory.last_served = Instant::now();
+        self.held.slot = Some(slot);
+        Ok(())
+    }
+
     /// Latency-target admission (`max_queue_wait`): a statement that would wait longer than
     /// the target fails fast with a retryable error instead of queueing for seconds (and one
     /// admitted on a wrong estimate fails once it has waited the target, in `acquire_inner`).
-    /// A session inside a transaction is never shed (it holds its slot anyway).
+    /// A session in a transaction or holding a lock is never shed (`take_held_slot`).
     fn admit(&self) -> Result<(), ErrPacket> {
         let Some(target) = self.config.max_queue_wait else {
             return Ok(());
         };
-        let starved = self.last_served.elapsed();
+        let starved = self.memory.last_served.elapsed();
         let Err(expected) = self.pool().slots().admit(target, starved) else {
             return Ok(());
         };
@@ -238,7 +310,7 @@ impl Session {
 
     /// Replays schema and session variables onto the backend if it differs (one round trip).
     pub(super) async fn sync_backend(&mut self) -> Result<(), ErrPacket> {
-        let Some(b) = self.backend.as_mut() else {
+        let Some(b) = self.held.backend.as_mut() else {
             return Ok(());
         };
         if b.state == self.state.movable {
@@ -249,16 +321,16 @@ impl Session {
             // No command unselects a database: use a fresh connection instead. This one is
             // clean and goes back to the idle list for sessions that want its schema (the
             // pool evicts an idle backend if it is at max_backend_connections).
-            self.backend = None;
+            self.held.backend = None;
             let fresh = self
                 .pool()
                 .open_fresh(
-                    &self.key,
-                    &self.target,
+                    &self.login.key,
+                    &self.held.target,
                     Instant::now() + self.config.backend_down_wait,
                 )
                 .await
-                .map_err(|e| pool_error_packet(&e, &self.config))?;
+                .map_err(|e| errors::pool_error_packet(&e, &self.config))?;
             self.take_backend(fresh);
             return Box::pin(self.sync_backend()).await;
         }
@@ -272,7 +344,7 @@ impl Session {
         if crate::pool::replay_score(&b.state, want) == 0 {
             if let Err(e) = b.reset().await {
                 b.health = Health::Broken;
-                self.backend = None;
+                self.held.backend = None;
                 return Err(lost(e));
             }
         }
@@ -283,7 +355,7 @@ impl Session {
             Ok(results) => {
                 if let Some(Err(err)) = results.into_iter().find(|r| r.is_err()) {
                     b.health = Health::Dirty;
-                    self.backend = None;
+                    self.held.backend = None;
                     return Err(err);
                 }
                 b.state = want.clone();
@@ -291,33 +363,41 @@ impl Session {
             }
             Err(e) => {
                 b.health = Health::Broken;
-                self.backend = None;
+                self.held.backend = None;
                 Err(lost(e))
             }
         }
     }
 
     /// Gives back what the session's state no longer requires. A session keeps its backend
-    /// while its state needs it: inside a transaction or a lock (which keep the slot too, so
-    /// pool_size bounds them), or while pinned, which takes a pinned place.
+    /// while its state needs it: inside a transaction or a lock, or while pinned, each on a
+    /// pinned place. The slot goes back after every statement, unless the backend stays
+    /// without a place (a transaction or lock when every place was taken): the slot then
+    /// bounds such backends by pool_size, as places bound the others.
     pub(super) fn release_if_possible(&mut self) {
-        if self.state.needs_backend() && self.backend.is_some() {
+        if self.state.needs_backend() && self.held.backend.is_some() {
             self.keep_backend();
         }
         // The backend first, then its place, then the slot (see the field order of `Session`).
-        if !self.state.needs_backend() || self.backend.is_none() {
-            if let Some(b) = self.backend.as_mut() {
+        if !self.state.needs_backend() || self.held.backend.is_none() {
+            if let Some(b) = self.held.backend.as_mut() {
                 // The state that made it dirty is gone (COMMIT, last statement closed).
                 if b.health == Health::Dirty {
                     b.health = Health::Clean;
                 }
             }
-            self.backend = None;
-            self.place = None;
+            self.held.backend = None;
+            self.held.place = None;
         }
-        if !self.state.holds_slot() {
-            self.slot = None;
+        let kept_without_place = self.held.backend.is_some() && self.held.place.is_none();
+        match self.held.slot.as_mut() {
+            Some(slot) if kept_without_place => {
+                slot.set_kept(true);
+                Stats::incr(&self.ctx.stats.slots_kept);
+            }
+            _ => self.held.slot = None,
         }
+        self.list_lock_holder();
         self.reg.info.set_phase(if self.state.in_transaction() {
             ClientPhase::IdleInTransaction
         } else {
@@ -329,151 +409,78 @@ impl Session {
     fn keep_backend(&mut self) {
         let hold = match self.state.pin_reason() {
             Some(reason) => Hold::Pin(reason),
-            // Only a transaction or a lock: the slot the session keeps bounds these.
-            None if self.state.holds_slot() => {
-                self.place = None;
-                return;
-            }
+            None if self.state.holds_locks() => Hold::Transaction,
             None => Hold::Warnings,
         };
-        match (&mut self.place, hold) {
+        // A transaction or lock whose statement ran on a slot: with no place free, it keeps
+        // that slot instead (`release_if_possible`), as before places were needed for them;
+        // a statement inside a transaction never fails for want of a place.
+        let may_keep_slot = self.state.holds_locks() && self.held.slot.is_some();
+        match (&mut self.held.place, hold) {
             (Some(place), _) => place.set(hold),
+            (None, _) if may_keep_slot => {
+                self.held.place = self.pool().try_pin_place(hold);
+            }
             (None, Hold::Warnings) => match self.pool().try_pin_place(hold) {
-                Some(place) => self.place = Some(place),
+                Some(place) => self.held.place = Some(place),
                 None => {
                     // Every place is taken: the warnings are not worth one. The backend goes
-                    // back, reset first (another client must not read them), and a SHOW
-                    // WARNINGS now finds none, as after any other statement.
+                    // back as it is: its diagnostics are marked as this session's, and a
+                    // read by anyone else finds them cleared first (`session::values`); this
+                    // session's next read finds none, as after any other statement.
                     self.state.warnings_pending = false;
-                    if let Some(b) = self.backend.as_mut() {
-                        if b.health == Health::Clean {
-                            b.health = Health::Dirty;
-                        }
-                        b.defer_reset();
+                    if let Some(b) = self
+                        .held
+                        .backend
+                        .as_mut()
+                        .filter(|b| b.health == Health::Dirty)
+                    {
+                        b.health = Health::Clean;
                     }
-                    self.backend = None;
+                    self.held.backend = None;
                 }
             },
             // The state is on the backend already (nothing predicted it): keep it there.
-            (None, hold) => self.place = Some(self.pool().pin_place_anyway(hold)),
+            (None, hold) => self.held.place = Some(self.pool().pin_place_anyway(hold)),
         }
     }
 
     /// The session's backend from now on; its reset, if it comes back dirty, is tracked.
     pub(super) fn take_backend(&mut self, mut b: pool::PooledBackend) {
-        b.report_resets_to(self.resets.clone());
-        self.backend = Some(b);
+        b.report_resets_to(self.held.resets.clone());
+        b.visible.taken();
+        self.held.backend = Some(b);
     }
 
     fn pool_error(&self, e: &pool::Error) -> ErrPacket {
         if matches!(e, pool::Error::QueueTimeout { .. }) {
             Stats::incr(&self.ctx.stats.queue_timeouts);
         }
-        pool_error_packet(e, &self.config)
+        errors::pool_error_packet(e, &self.config)
     }
 }
 
-/// The one place pool errors become client-visible errors.
-pub fn pool_error_packet(e: &pool::Error, config: &crate::config::Config) -> ErrPacket {
-    match e {
-        pool::Error::QueueTimeout { waited, pool_size, queued } => ErrPacket::from_code(
-            codes::QUEUE_TIMEOUT,
-            format!(
-                "sluice: no backend became free within queue_timeout ({:?}, waited {:?}); \
-                 pool_size={pool_size}, {queued} statements queued. Retry, raise pool_size or queue_timeout, \
-                 or look for long transactions in SHOW CLIENTS",
-                config.queue_timeout, waited
-            )
-            .as_bytes(),
-        ),
-        pool::Error::Connect { addr, user, kind, source } => {
-            // A login refusal keeps the server's own code (1045, 1049 ...) so that drivers
-            // treat it as the permanent error it is; the text says it is sluice's backend login.
-            let (code, state) = match source {
-                crate::conn::Error::Server(e) => (e.code, String::from_utf8_lossy(&e.sql_state).into_owned()),
-                _ => (
-                    codes::BACKEND_UNREACHABLE.code,
-                    codes::BACKEND_UNREACHABLE.sql_state.to_string(),
-                ),
-            };
-            ErrPacket::new(
-                code,
-                &state,
-                format!(
-                    "sluice cannot log in to its backend MySQL server at '{addr}' as '{user}' ({kind}): {source}; {}",
-                    connect_advice(*kind)
-                )
-                .as_bytes(),
-            )
-        }
-        pool::Error::BackendDown { view, waited } => {
-            let down_for = view.down_since.map(|t| t.elapsed()).unwrap_or_default();
-            let last = view.last_error.as_ref().map_or_else(
-                || "none".to_string(),
-                |e| format!("{} ({}, {} ago)", e.message, e.kind, fmt_ms(e.at.elapsed())),
-            );
-            ErrPacket::from_code(
-                codes::BACKEND_UNREACHABLE,
-                format!(
-                    "sluice cannot reach its backend MySQL server at '{}' (down for {}, waited {} of backend_down_wait {}); \
-                     last connect error: {last}. sluice keeps reconnecting; retry later",
-                    view.addr,
-                    fmt_ms(down_for),
-                    fmt_ms(*waited),
-                    fmt_ms(config.backend_down_wait),
-                )
-                .as_bytes(),
-            )
-        }
-        pool::Error::PinLimit(r) => ErrPacket::from_code(codes::PIN_LIMIT, pin_refusal_text(r).as_bytes()),
-        pool::Error::NoAnswer { addr, waited } => ErrPacket::from_code(
-            codes::BACKEND_UNREACHABLE,
-            format!(
-                "sluice got no answer from its backend MySQL server at '{addr}' within {} while checking the \
-                 default database of this login; retry",
-                fmt_ms(*waited)
-            )
-            .as_bytes(),
-        ),
-        pool::Error::Closed => ErrPacket::from_code(codes::SHUTDOWN, b"Server shutdown in progress: sluice is stopping"),
+/// A statement whose client stopped reading gives its execution slot up: the server only
+/// waits for the client, and no number of stalled readers may hold up the slot queue. Its
+/// backend stays with it on a pinned place (`Hold::Stalled`, unless it holds one already),
+/// so the pool opens another for the slot; with no place free it keeps its slot. The slot is
+/// not taken back: the statement is the session's last use of it (a session in a transaction
+/// takes one for its next statement, ahead of others). True if it gave the slot up.
+pub(super) fn give_up_slot(
+    slot: &mut Option<pool::Slot>,
+    place: &mut Option<pool::PinPlace>,
+    pool: &pool::Pool,
+) -> bool {
+    if slot.is_none() {
+        return false;
     }
-}
-
-/// What an operator should look at after a connect failure.
-fn connect_advice(kind: crate::stats::ConnectFailure) -> &'static str {
-    use crate::stats::ConnectFailure as F;
-    match kind {
-        F::AccessDenied => {
-            "check backend_user / backend_password in sluice's config and the account's grants"
+    if place.is_none() {
+        match pool.try_pin_place(Hold::Stalled) {
+            Some(p) => *place = Some(p),
+            None => return false,
         }
-        F::UnknownDatabase => "check that the database exists on the backend",
-        F::Tls => "check backend_tls, backend_tls_ca and the server's certificate",
-        F::Protocol => "the backend speaks a protocol or auth plugin sluice does not support",
-        F::ServerError => "the server refused this login; the message above says why",
-        _ => "retry; sluice keeps reconnecting",
     }
-}
-
-/// What a client hears when its statement could not pin: the cap, where it came from, who
-/// holds the places, and what to raise.
-fn pin_refusal_text(r: &pool::PinRefusal) -> String {
-    let from = r
-        .from_server
-        .map(|n| format!(", from the server's max_connections={n}"))
-        .unwrap_or_default();
-    let by: Vec<String> = r.by.iter().map(|(h, n)| format!("{h} {n}")).collect();
-    format!(
-        "sluice cannot pin this session to a backend connection for its {}: all {} connections that \
-         pinned sessions may use are taken (max_backend_connections={}{from}, less pool_size={} kept \
-         for statements that do not pin); {} sessions are pinned ({}). Waited {} (pin_wait). The \
-         statement did not run. Raise max_backend_connections (and the server's max_connections), or \
-         have sessions drop temporary tables, user variables and locks they no longer need; then retry",
-        r.wanted,
-        r.cap,
-        r.max_open,
-        r.pool_size,
-        r.pinned,
-        if by.is_empty() { "none".to_string() } else { by.join(", ") },
-        fmt_ms(r.waited),
-    )
+    *slot = None;
+    Stats::incr(&pool.stats().pipeline.stalled_readers);
+    true
 }

@@ -2,36 +2,77 @@
 //! is prepared lazily on whichever backend runs it, ids are rewritten in every statement
 //! command, and parameter types are re-sent where a backend has not seen them. The packet
 //! layouts are `protocol::stmt_execute` / `stmt_bulk_execute`'s; the session's commands
-//! are in `handlers`.
+//! are in `handlers`; a statement that reads ROW_COUNT() or FOUND_ROWS() runs as a copy with
+//! the session's values in its text (`variants`).
 
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
-use crate::conn::stmts::StmtKey;
+use crate::conn::stmts::{stmt_key, Parse, StmtKey};
+use crate::conn::BackendConn;
 use crate::protocol::{command::set_stmt_id, frame, stmt_bulk_execute, stmt_execute, ResponseKind};
 
 mod handlers;
+mod variants;
 
-#[derive(Clone)]
-pub struct ClientStmt {
-    pub key: StmtKey,
-    pub sql: Arc<[u8]>,
-    pub params: u16,
-    /// The parameter types the client last bound (sent once, with new-params-bound = 1).
-    pub types: Option<Vec<u8>>,
+pub(crate) use variants::{Bound, OutcomeCalls};
+
+/// What a PREPARE made of one text under one parse. Every id a session prepares for the same
+/// key shares one (`ClientStmts::define`): a client that prepares a text again without
+/// closing the last one holds another id, not another copy of the text and its parse.
+pub(crate) struct StmtDef {
+    pub(crate) key: StmtKey,
+    /// Where the SQL text starts in `key` (the key ends with it).
+    sql_at: usize,
+    /// The state the client prepared it under; a backend that lacks it prepares it so.
+    pub(crate) parse: Arc<Parse>,
+    pub(crate) params: u16,
     /// What an execution asks of the session (the identity it shows, its locks and pins).
     pub(crate) rules: crate::session::state::Rules,
-    /// The classifier proved it a read that may be pipelined (`pipeline::reads_only`).
+    /// The classifier proved it a read that may be pipelined (`statement::reads_only`).
     pub(crate) reads_only: bool,
     /// What its text tells the router: an execution without a cursor of a replica-safe
     /// read may run on a replica, as the same text sent as a query would.
     pub(crate) route: crate::session::route::Pending,
+    /// Its ROW_COUNT() and FOUND_ROWS() calls, if any (`variants`).
+    pub(crate) outcome_calls: Option<Box<OutcomeCalls>>,
+    /// Its text's digest, which every execution records under: made at PREPARE when
+    /// something reads digests, else at the first execution that needs it.
+    pub(crate) digest: std::sync::OnceLock<crate::classify::Digest>,
+}
+
+impl StmtDef {
+    pub(crate) fn sql(&self) -> &[u8] {
+        &self.key[self.sql_at..]
+    }
+}
+
+/// What the classifier makes of a statement's text, for `ClientStmts::define`.
+pub(crate) struct Meaning {
+    pub(crate) rules: crate::session::state::Rules,
+    pub(crate) reads_only: bool,
+    pub(crate) route: crate::session::route::Pending,
+    pub(crate) outcome_calls: Option<Box<OutcomeCalls>>,
+    pub(crate) digest: Option<crate::classify::Digest>,
+}
+
+/// One client statement id: the statement it names, and the types last bound to it.
+#[derive(Clone)]
+pub(crate) struct ClientStmt {
+    pub(crate) def: Arc<StmtDef>,
+    /// The parameter types the client last bound (sent once, with new-params-bound = 1).
+    pub(crate) types: Option<Vec<u8>>,
+    /// The copy of `def` that holds its long data or cursor on a backend, when it runs as
+    /// one with values in its text (`variants`).
+    pub(crate) bound: Option<Bound>,
 }
 
 #[derive(Default)]
-pub struct ClientStmts {
+pub(crate) struct ClientStmts {
     // FxHash: looked up on every execution, and the ids are sluice's own (`next_id`).
     map: FxHashMap<u32, ClientStmt>,
+    /// The definitions the ids in `map` name, one per key, with how many ids name each.
+    defs: FxHashMap<StmtKey, (Arc<StmtDef>, u32)>,
     next_id: u32,
     /// The id the last successful PREPARE got.
     last: Option<u32>,
@@ -39,10 +80,10 @@ pub struct ClientStmts {
 
 /// MariaDB's statement id for "the one this connection prepared last": Connector/C sends
 /// PREPARE and EXECUTE(-1) back to back (`mariadb_stmt_execute_direct`).
-pub const LAST_PREPARED: u32 = u32::MAX;
+pub(crate) const LAST_PREPARED: u32 = u32::MAX;
 
 impl ClientStmts {
-    pub fn next_id(&mut self) -> u32 {
+    pub(crate) fn next_id(&mut self) -> u32 {
         let bump = |id: u32| match id.wrapping_add(1) {
             0 | LAST_PREPARED => 1,
             n => n,
@@ -53,47 +94,110 @@ impl ClientStmts {
         }
         self.next_id
     }
-    pub fn insert(&mut self, id: u32, stmt: ClientStmt) {
-        self.map.insert(id, stmt);
+    /// The definition of `sql` prepared under `parse` with `params` parameters: the one an
+    /// id of this session already names, or a new one (`meaning` classifies its text, and
+    /// its parse is shared with the definitions held when equal: it rarely changes).
+    pub(crate) fn define(
+        &mut self,
+        parse: Parse,
+        sql: &[u8],
+        params: u16,
+        meaning: impl FnOnce() -> Meaning,
+    ) -> Arc<StmtDef> {
+        let key = stmt_key(&parse, sql);
+        if let Some((def, _)) = self.defs.get(&key).filter(|(d, _)| d.params == params) {
+            return def.clone();
+        }
+        let parse = match self.defs.values().next() {
+            Some((d, _)) if *d.parse == parse => d.parse.clone(),
+            _ => Arc::new(parse),
+        };
+        let Meaning {
+            rules,
+            reads_only,
+            route,
+            outcome_calls,
+            digest,
+        } = meaning();
+        Arc::new(StmtDef {
+            sql_at: key.len() - sql.len(),
+            key,
+            parse,
+            params,
+            rules,
+            reads_only,
+            route,
+            outcome_calls,
+            digest: digest.map(Into::into).unwrap_or_default(),
+        })
+    }
+    pub(crate) fn insert(&mut self, id: u32, stmt: ClientStmt) {
+        match self.defs.get_mut(&stmt.def.key) {
+            Some((def, ids)) if Arc::ptr_eq(def, &stmt.def) => *ids += 1,
+            // Another definition of the key (the server counted other parameters): the
+            // new one is shared from now on, the ids naming the old keep theirs.
+            _ => {
+                let entry = (stmt.def.clone(), 1);
+                self.defs.insert(stmt.def.key.clone(), entry);
+            }
+        }
+        if let Some(old) = self.map.insert(id, stmt) {
+            self.drop_def(&old.def);
+        }
         self.last = Some(id);
     }
     /// The id a command means: `LAST_PREPARED` stands for the last prepared statement.
-    pub fn resolve(&self, id: u32) -> u32 {
+    pub(crate) fn resolve(&self, id: u32) -> u32 {
         match (id, self.last) {
             (LAST_PREPARED, Some(last)) => last,
             _ => id,
         }
     }
-    pub fn get(&self, id: u32) -> Option<&ClientStmt> {
+    pub(crate) fn get(&self, id: u32) -> Option<&ClientStmt> {
         self.map.get(&id)
     }
-    pub fn get_mut(&mut self, id: u32) -> Option<&mut ClientStmt> {
+    pub(crate) fn get_mut(&mut self, id: u32) -> Option<&mut ClientStmt> {
         self.map.get_mut(&id)
     }
-    pub fn remove(&mut self, id: u32) -> Option<ClientStmt> {
-        self.map.remove(&id)
+    pub(crate) fn remove(&mut self, id: u32) -> Option<ClientStmt> {
+        let stmt = self.map.remove(&id)?;
+        self.drop_def(&stmt.def);
+        Some(stmt)
     }
-    pub fn forget_last(&mut self) {
+    /// One id less names `def`; forgotten once none does.
+    fn drop_def(&mut self, def: &Arc<StmtDef>) {
+        if let Some((held, ids)) = self.defs.get_mut(&def.key) {
+            if Arc::ptr_eq(held, def) {
+                *ids -= 1;
+                if *ids == 0 {
+                    self.defs.remove(&def.key);
+                }
+            }
+        }
+    }
+    pub(crate) fn forget_last(&mut self) {
         self.last = None;
     }
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.map.clear();
+        self.defs.clear();
         self.last = None;
     }
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
 }
 
-pub use stmt_execute::bound_types;
+pub(crate) use stmt_execute::bound_types;
 
 /// The execute packet for a backend: its statement id, and the client's types spliced in
 /// when the client did not send them but the backend's copy has other (or no) types.
 /// Returns the framed packet and the types the backend will hold afterwards.
-pub fn execute_for_backend(
+pub(crate) fn execute_for_backend(
     payload: &[u8],
     backend_id: u32,
     stmt: &ClientStmt,
@@ -101,9 +205,9 @@ pub fn execute_for_backend(
 ) -> (Vec<u8>, Option<Vec<u8>>) {
     let mut body = payload.to_vec();
     let mut holds = backend_types.map(<[u8]>::to_vec);
-    if let Some(l) = stmt_execute::layout(payload, stmt.params) {
+    if let Some(l) = stmt_execute::layout(payload, stmt.def.params) {
         if l.bound {
-            holds = bound_types(payload, stmt.params);
+            holds = bound_types(payload, stmt.def.params);
         } else if let Some(types) = types_missing_on(stmt, backend_types) {
             body = stmt_execute::with_types(payload, l, types);
             holds = Some(types.clone());
@@ -130,7 +234,7 @@ fn addressed(mut body: Vec<u8>, backend_id: u32) -> Vec<u8> {
 /// A command addressed to a prepared statement that runs on a backend (CLOSE is answered by
 /// sluice itself).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StmtCmd {
+pub(crate) enum StmtCmd {
     Execute,
     /// MariaDB's COM_STMT_BULK_EXECUTE.
     BulkExecute,
@@ -141,7 +245,7 @@ pub enum StmtCmd {
 
 impl StmtCmd {
     /// The name the server gives the command in errors.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             StmtCmd::Execute => "mysqld_stmt_execute",
             StmtCmd::BulkExecute => "mysqld_stmt_bulk_execute",
@@ -151,7 +255,7 @@ impl StmtCmd {
         }
     }
 
-    pub fn response(self) -> ResponseKind {
+    pub(crate) fn response(self) -> ResponseKind {
         match self {
             // A bulk answers like an execute: OK, or a result set (RETURNING).
             StmtCmd::Execute | StmtCmd::BulkExecute => ResponseKind::Execute,
@@ -162,12 +266,12 @@ impl StmtCmd {
     }
 
     /// Runs the statement (rather than fetching from, feeding or resetting it).
-    pub fn runs(self) -> bool {
+    pub(crate) fn runs(self) -> bool {
         matches!(self, StmtCmd::Execute | StmtCmd::BulkExecute)
     }
 
     /// The parameter types the client sent with this command, if any.
-    pub fn sent_types(self, payload: &[u8], params: u16) -> Option<Vec<u8>> {
+    pub(crate) fn sent_types(self, payload: &[u8], params: u16) -> Option<Vec<u8>> {
         match self {
             StmtCmd::Execute => bound_types(payload, params),
             StmtCmd::BulkExecute => bulk_types(payload, params),
@@ -175,9 +279,28 @@ impl StmtCmd {
         }
     }
 
+    /// The packet for `backend`, addressed to its own copy of `stmt` (with the parameter
+    /// types that copy lacks, for a command that runs the statement, which the copy holds
+    /// from then on); `None` when `backend` does not hold the statement.
+    pub(crate) fn on_backend(
+        self,
+        payload: &[u8],
+        stmt: &ClientStmt,
+        backend: &mut BackendConn,
+    ) -> Option<Vec<u8>> {
+        // One lookup for the held types and their update (the key is the SQL text).
+        let held = backend.stmts.get(&stmt.def.key)?;
+        if !self.runs() {
+            return Some(self.for_backend(payload, held.id, stmt, None).0);
+        }
+        let (packet, holds) = self.for_backend(payload, held.id, stmt, held.types.as_deref());
+        held.types = holds;
+        Some(packet)
+    }
+
     /// The packet for a backend whose copy of `stmt` is `backend_id` holding
     /// `backend_types`, and the types it holds afterwards.
-    pub fn for_backend(
+    pub(crate) fn for_backend(
         self,
         payload: &[u8],
         backend_id: u32,
@@ -195,11 +318,11 @@ impl StmtCmd {
     }
 }
 
-pub use stmt_bulk_execute::sent_types as bulk_types;
+pub(crate) use stmt_bulk_execute::sent_types as bulk_types;
 
 /// A bulk command for a backend, like `execute_for_backend`: the statement id, and the
 /// client's known types spliced in when it sent none and the backend's copy holds others.
-pub fn bulk_for_backend(
+pub(crate) fn bulk_for_backend(
     payload: &[u8],
     backend_id: u32,
     stmt: &ClientStmt,
@@ -207,7 +330,7 @@ pub fn bulk_for_backend(
 ) -> (Vec<u8>, Option<Vec<u8>>) {
     let mut body = payload.to_vec();
     let mut holds = backend_types.map(<[u8]>::to_vec);
-    if let Some(sent) = bulk_types(payload, stmt.params) {
+    if let Some(sent) = bulk_types(payload, stmt.def.params) {
         holds = Some(sent);
     } else if let Some((typed, types)) = types_missing_on(stmt, backend_types)
         .and_then(|t| Some((stmt_bulk_execute::with_types(payload, t)?, t)))
@@ -221,18 +344,75 @@ pub fn bulk_for_backend(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conn::stmts::stmt_key;
 
-    fn stmt(params: u16, types: Option<Vec<u8>>) -> ClientStmt {
-        ClientStmt {
-            key: stmt_key(None, b"SELECT ?"),
-            sql: Arc::from(&b"SELECT ?"[..]),
-            params,
-            types,
+    fn parse(schema: Option<&[u8]>) -> Parse {
+        Parse {
+            schema: schema.map(<[u8]>::to_vec),
+            vars: vec![Some(b"STRICT_TRANS_TABLES".to_vec()), None],
+        }
+    }
+
+    fn meaning() -> Meaning {
+        Meaning {
             rules: Default::default(),
             reads_only: false,
             route: Default::default(),
+            outcome_calls: None,
+            digest: None,
         }
+    }
+
+    fn stmt(params: u16, types: Option<Vec<u8>>) -> ClientStmt {
+        let def = ClientStmts::default().define(parse(None), b"SELECT ?", params, meaning);
+        ClientStmt {
+            def,
+            types,
+            bound: None,
+        }
+    }
+
+    /// Prepares `sql` under `schema` as a session does, with a new id.
+    fn prepare(c: &mut ClientStmts, schema: Option<&[u8]>, sql: &[u8]) -> u32 {
+        let def = c.define(parse(schema), sql, 1, meaning);
+        let id = c.next_id();
+        c.insert(
+            id,
+            ClientStmt {
+                def,
+                types: None,
+                bound: None,
+            },
+        );
+        id
+    }
+
+    #[test]
+    fn ids_of_one_text_share_its_definition_until_the_last_is_closed() {
+        let mut c = ClientStmts::default();
+        let ids: Vec<u32> = (0..100)
+            .map(|_| prepare(&mut c, Some(b"db"), b"SELECT ? + 1"))
+            .collect();
+        let first = c.get(ids[0]).map(|s| s.def.clone()).expect("held");
+        assert_eq!(first.sql(), b"SELECT ? + 1");
+        assert_eq!(c.defs.len(), 1);
+        assert!(ids
+            .iter()
+            .all(|id| Arc::ptr_eq(&c.get(*id).expect("held").def, &first)));
+        // Another text shares the parse; another schema is another statement.
+        let other = prepare(&mut c, Some(b"db"), b"SELECT ? + 2");
+        let elsewhere = prepare(&mut c, Some(b"other"), b"SELECT ? + 1");
+        let (other, elsewhere) = (c.get(other).unwrap(), c.get(elsewhere).unwrap());
+        assert!(Arc::ptr_eq(&other.def.parse, &first.parse));
+        assert!(!Arc::ptr_eq(&elsewhere.def, &first));
+        assert_eq!(c.defs.len(), 3);
+        for id in &ids[1..] {
+            c.remove(*id);
+        }
+        assert!(c.defs.contains_key(&first.key), "one id still names it");
+        c.remove(ids[0]);
+        assert!(!c.defs.contains_key(&first.key));
+        c.clear();
+        assert!(c.defs.is_empty() && c.is_empty());
     }
 
     /// BULK_EXECUTE stmt 5, one BIGINT param, no types sent, rows: indicator 0 + 41.

@@ -20,11 +20,11 @@ const CHARSET_PAIRS: [(&[u8], &[u8]); 2] = [
 ];
 
 /// Reads both halves of every pair back, in `CHARSET_PAIRS` order.
-pub const CHARSET_PAIRS_QUERY: &[u8] = b"SELECT @@SESSION.character_set_connection, @@SESSION.collation_connection, @@SESSION.character_set_server, @@SESSION.collation_server";
+pub(crate) const CHARSET_PAIRS_QUERY: &[u8] = b"SELECT @@SESSION.character_set_connection, @@SESSION.collation_connection, @@SESSION.character_set_server, @@SESSION.collation_server";
 
 /// Whether `changes` report a variable of a character-set pair: the server has both halves
 /// right, the tracked state perhaps only one.
-pub fn reports_charset_pair(changes: &[SessionStateChange]) -> bool {
+pub(crate) fn reports_charset_pair(changes: &[SessionStateChange]) -> bool {
     changes.iter().any(|c| match c {
         SessionStateChange::SystemVariable { name, .. } => CHARSET_PAIRS
             .iter()
@@ -35,7 +35,7 @@ pub fn reports_charset_pair(changes: &[SessionStateChange]) -> bool {
 
 /// Records `CHARSET_PAIRS_QUERY`'s row in `state`; false (nothing recorded) when the row
 /// does not have the four values.
-pub fn record_charset_pairs(state: &mut MovableState, row: &[Option<Vec<u8>>]) -> bool {
+pub(crate) fn record_charset_pairs(state: &mut MovableState, row: &[Option<Vec<u8>>]) -> bool {
     let names = CHARSET_PAIRS.iter().flat_map(|(cs, coll)| [*cs, *coll]);
     if row.len() != 4 || row.iter().any(Option::is_none) {
         return false;
@@ -50,7 +50,7 @@ pub fn record_charset_pairs(state: &mut MovableState, row: &[Option<Vec<u8>>]) -
 /// list when they already agree. Variables `have` set that `want` did not are put back to
 /// their default; callers avoid that case for character-set variables by resetting instead
 /// (see `pool::replay_score`).
-pub fn replay_commands(have: &MovableState, want: &MovableState) -> Vec<Vec<u8>> {
+pub(crate) fn replay_commands(have: &MovableState, want: &MovableState) -> Vec<Vec<u8>> {
     let mut cmds = Vec::new();
     let mut set = Vec::new();
     for (name, value) in &want.vars {

@@ -7,6 +7,12 @@
 //! `writer_wait_timeout`, then gets 1290 (HY000) naming the state. A read with
 //! `primary_reads = never` waits for a replica the same way.
 //!
+//! A query rule's `route` (the statement's `Routing::wish`) takes the place of
+//! `topology::route` where there is a choice (`rules::RouteWish::route`, which follows it only
+//! where correctness allows); a statement that stays where the session is (it holds a slot
+//! or backend, or there is nothing to route between) counts the wish as overridden when it
+//! does not fit (`rules::RouteWish::stays_on`).
+//!
 //! Read-your-writes: `track_write` keeps the union of the session's write GTIDs; with
 //! `read_your_writes = wait` a close replica first runs `topology::wait`'s statement
 //! (`replica_reached`) and the read falls back to the writer on timeout.
@@ -17,30 +23,71 @@ use super::Session;
 use crate::classify::ReadSafety;
 use crate::context::{backend_target_for, route_config};
 use crate::protocol::{codes, ErrPacket};
+use crate::rules::RouteWish;
 use crate::topology::{
-    self, CheckFailure, Exclusion, GtidPosition, MinGtid, NoWriter, Role, Route, RouteInput,
-    SessionFacts, ToWriter, Transaction,
+    self, CheckFailure, Exclusion, GtidPosition, MinGtid, NoWriter, Override, Role, Route,
+    RouteInput, SessionFacts, ToWriter, Transaction,
 };
 
-/// What the statement about to run tells the router (set by `Session::statement`).
+/// What a statement tells the router: read from a query's classification, or from a
+/// prepared statement's text once, at PREPARE.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Pending {
-    pub read: ReadSafety,
+    pub(crate) read: ReadSafety,
     /// The `sluice:min_gtid` token's text, if any.
-    pub min_gtid: Option<Box<str>>,
-    /// The statement (the session's `queries` count) `Session::route_ahead` routed it for:
-    /// that statement's acquire keeps the server. Stale once the next statement begins, so
-    /// a read's route can never carry over to a later statement.
-    pub routed_for: Option<u64>,
+    pub(crate) min_gtid: Option<Box<str>>,
+    /// It reads what the previous statement left (its diagnostics, FOUND_ROWS()).
+    pub(crate) reads_previous: bool,
 }
+
+/// What a command that is no classified statement tells the router: nothing, so it runs
+/// where the session is, or on the writer.
+pub(super) static NO_ROUTE: Pending = Pending {
+    read: ReadSafety::WriterOnly(crate::classify::WriterOnly::NotARead),
+    min_gtid: None,
+    reads_previous: false,
+};
 
 impl Pending {
     /// What a classified query (or a prepared statement's text) tells the router.
-    pub fn of(class: &crate::classify::Classification) -> Pending {
+    pub(crate) fn of(class: &crate::classify::Classification) -> Pending {
+        use crate::classify::Effect;
         Pending {
             read: class.read,
             min_gtid: class.min_gtid.clone(),
-            routed_for: None,
+            reads_previous: class
+                .effects
+                .iter()
+                .any(|e| matches!(e, Effect::Diagnostics(_) | Effect::FoundRows)),
+        }
+    }
+}
+
+/// One statement's routing: what it tells the router, and what routing found. Part of the
+/// statement (`session::statement::Statement`), so nothing of it outlives that statement.
+pub(super) struct Routing<'a> {
+    pub(crate) pending: &'a Pending,
+    /// `Session::route_ahead` chose the server already: the acquire that follows keeps it.
+    pub(crate) routed: bool,
+    /// The statement was routed to a replica (`Route::Replica`, `Route::WaitOnReplica`).
+    pub(crate) on_replica: bool,
+    /// A server routing must avoid: a replica that just failed this read.
+    pub(crate) avoid: Option<usize>,
+    /// `read_your_writes = wait`: the position the chosen replica must reach first.
+    pub(crate) gtid_wait: Option<GtidPosition>,
+    /// A query rule's `route` for the statement (`None`: the router's own choice).
+    pub(crate) wish: Option<RouteWish>,
+}
+
+impl<'a> Routing<'a> {
+    pub(crate) fn new(pending: &'a Pending) -> Routing<'a> {
+        Routing {
+            pending,
+            routed: false,
+            on_replica: false,
+            avoid: None,
+            gtid_wait: None,
+            wish: None,
         }
     }
 }
@@ -48,64 +95,87 @@ impl Pending {
 impl Session {
     /// Routes the statement about to run before anything is taken, so that pipelining can
     /// look for a batch in the routed server's pool (each server has its own batches); the
-    /// acquire that follows keeps this route instead of choosing again. `pending`: what a
-    /// query tells the router (`None`: what the session holds, as for an execution).
-    pub(super) async fn route_ahead(&mut self, pending: Option<&Pending>) -> Result<(), ErrPacket> {
-        if let Some(p) = pending {
-            self.pending = p.clone();
+    /// acquire that follows keeps this route instead of choosing again.
+    pub(super) async fn route_ahead(&mut self, route: &mut Routing<'_>) -> Result<(), ErrPacket> {
+        if let Some(avoid) = self.route_begin(route) {
+            self.route_statement(route, avoid).await?;
         }
-        if let Some(begun) = self.route_begin() {
-            self.route_statement(begun).await?;
-        }
-        self.pending.routed_for = Some(self.statement_no());
+        route.routed = true;
         Ok(())
-    }
-
-    /// Whether the statement running now was routed already (`route_ahead`).
-    pub(super) fn routed_now(&self) -> bool {
-        // No atomic load on the hot path: with one server nothing is ever routed ahead.
-        self.pending
-            .routed_for
-            .is_some_and(|n| n == self.statement_no())
     }
 
     /// A read that starts holding nothing (no slot, no backend, no transaction) may run
     /// once more on another server when its replica fails before the client saw a byte.
     pub(super) fn holds_nothing(&self) -> bool {
-        self.backend.is_none() && self.slot.is_none() && !self.state.in_transaction()
+        self.held.backend.is_none() && self.held.slot.is_none() && !self.state.in_transaction()
     }
 
-    fn statement_no(&self) -> u64 {
-        self.reg
-            .info
-            .queries
-            .load(std::sync::atomic::Ordering::Relaxed)
+    /// Starts routing the statement about to run: `Some` with the server to avoid when
+    /// there is a choice to make, `None` when there is none (routed ahead already; without
+    /// a topology, one server, split off, it is always server 0; a session that holds a
+    /// slot or backend stays).
+    pub(super) fn route_begin(&mut self, route: &mut Routing<'_>) -> Option<Option<usize>> {
+        if std::mem::take(&mut route.routed) {
+            return None;
+        }
+        let avoid = route.avoid.take();
+        route.on_replica = false;
+        route.gtid_wait = None;
+        if !self.config.uses_topology() {
+            if route.wish.is_some() {
+                self.wish_stays(route);
+            }
+            return None;
+        }
+        // A replica's backend kept only for the diagnostics of the read before stays for a
+        // read, or for what reads the state that read left (SHOW WARNINGS, FOUND_ROWS());
+        // anything else goes elsewhere, and the backend goes (its diagnostics with it: a
+        // later read finds none). The writer's stays, as it can run anything.
+        let pending = route.pending;
+        let stays = pending.read == ReadSafety::ReplicaSafe || pending.reads_previous;
+        let diagnostics_only = self.held.slot.is_none() && !self.state.keeps_backend() && !stays;
+        if diagnostics_only
+            && self.held.backend.is_some()
+            && Some(self.held.server) != self.ctx.topology().topology.writer()
+        {
+            self.state.warnings_pending = false;
+            self.held.backend = None;
+            self.held.place = None;
+        }
+        if self.held.slot.is_some() || self.held.backend.is_some() {
+            if route.wish.is_some() {
+                self.wish_stays(route);
+            }
+            return None;
+        }
+        Some(avoid)
     }
 
-    /// Starts routing the statement about to run: what it tells the router, and the server
-    /// to avoid, or `None` when there is nothing to choose (without a topology, one server,
-    /// split off, it is always server 0; a session that holds a slot or backend stays).
-    pub(super) fn route_begin(&mut self) -> Option<(Pending, Option<usize>)> {
-        if self.routed_now() {
-            self.pending = Pending::default();
-            return None;
-        }
-        let pending = std::mem::take(&mut self.pending);
-        let avoid = self.avoid.take();
-        self.on_replica = false;
-        self.gtid_wait = None;
-        if self.slot.is_some() || self.backend.is_some() || !self.config.uses_topology() {
-            return None;
-        }
-        Some((pending, avoid))
+    /// The statement runs where the session is without routing: a rule's route for
+    /// elsewhere is overridden (pinned, in a transaction or holding what it keeps there, or
+    /// with nothing to route between).
+    fn wish_stays(&self, route: &Routing<'_>) {
+        let Some(wish) = &route.wish else {
+            return;
+        };
+        let why = if self.state.pin_reason().is_some() {
+            Override::Pinned
+        } else if self.held.slot.is_some() || self.held.backend.is_some() {
+            Override::Transaction
+        } else {
+            Override::NoReplica
+        };
+        wish.stays_on(self.held.server, &self.ctx.topology().topology, why);
     }
 
     /// Picks the server for the statement about to run (`route_begin` said there is a
-    /// choice) and points the session's target at it.
+    /// choice, and which server to `avoid`) and points the session's target at it.
     pub(super) async fn route_statement(
         &mut self,
-        (pending, avoid): (Pending, Option<usize>),
+        route: &mut Routing<'_>,
+        avoid: Option<usize>,
     ) -> Result<(), ErrPacket> {
+        let pending = route.pending;
         // `Some(None)`: a token that is not a GTID position (the read goes to the writer).
         let token = pending
             .min_gtid
@@ -133,7 +203,7 @@ impl Session {
                     } else {
                         Transaction::None
                     },
-                    last_write: self.last_write.as_ref(),
+                    last_write: self.memory.last_write.as_ref(),
                     min_gtid: match &token {
                         None => MinGtid::None,
                         Some(Some(p)) => MinGtid::At(p),
@@ -143,10 +213,14 @@ impl Session {
                 config: &settings,
                 topology: &snapshot.topology,
                 queued: &queued,
-                tie_break: self.reg.info.id as usize ^ self.route_count,
+                tie_break: self.reg.info.id as usize ^ self.memory.route_count,
             };
-            self.route_count = self.route_count.wrapping_add(1);
-            let (index, route, why) = match topology::route(&input) {
+            self.memory.route_count = self.memory.route_count.wrapping_add(1);
+            let routed = match &route.wish {
+                Some(wish) => wish.route(&input),
+                None => topology::route(&input),
+            };
+            let (index, route, why) = match routed {
                 Route::Writer { index, why } => {
                     if why == ToWriter::ReadYourWritesFallback {
                         crate::stats::Stats::incr(&self.ctx.stats.ryw_fallbacks);
@@ -154,15 +228,15 @@ impl Session {
                     (index, "writer", why.label())
                 }
                 Route::Replica { index } => {
-                    self.on_replica = true;
+                    route.on_replica = true;
                     (index, "replica", "read")
                 }
                 Route::Held { index } => (index, "held", "read_only_transaction"),
                 Route::WaitOnReplica { index, until } => {
                     // `acquire` runs the wait on the replica's backend, then the read there
                     // or, on timeout, on the writer (`fall_back_to_writer`).
-                    self.gtid_wait = Some(until);
-                    self.on_replica = true;
+                    route.gtid_wait = Some(until);
+                    route.on_replica = true;
                     (index, "wait_replica", "read")
                 }
                 Route::NoWriter { state, .. } => {
@@ -193,7 +267,7 @@ impl Session {
         let Ok(position) = GtidPosition::parse_any(text.trim()) else {
             return;
         };
-        match &mut self.last_write {
+        match &mut self.memory.last_write {
             Some(have) if have.flavor() == position.flavor() => have.include(&position),
             other => *other = Some(position),
         }
@@ -203,7 +277,7 @@ impl Session {
     /// out; whether the replica reached the position within `gtid_wait_timeout`.
     pub(super) async fn replica_reached(&mut self, until: &GtidPosition) -> bool {
         let sql = topology::wait::gtid_wait_statement(until, self.config.gtid_wait_timeout);
-        let Some(b) = self.backend.as_mut() else {
+        let Some(b) = self.held.backend.as_mut() else {
             return false;
         };
         match b.query_rows(&sql).await {
@@ -222,10 +296,10 @@ impl Session {
 
     /// The replica did not reach the session's write in time: give its slot and backend
     /// back and run the read on the writer (counted as a read-your-writes fallback).
-    pub(super) fn fall_back_to_writer(&mut self) -> Result<(), ErrPacket> {
-        self.backend = None;
-        self.slot = None;
-        self.on_replica = false;
+    pub(super) fn fall_back_to_writer(&mut self, route: &mut Routing<'_>) -> Result<(), ErrPacket> {
+        self.held.backend = None;
+        self.held.slot = None;
+        route.on_replica = false;
         crate::stats::Stats::incr(&self.ctx.stats.ryw_fallbacks);
         let snapshot = self.ctx.topology();
         let Some(writer) = snapshot.topology.writer() else {
@@ -250,9 +324,9 @@ impl Session {
 
     /// The session's statements run on server `index` from now on.
     fn use_server(&mut self, index: usize) {
-        if self.server != index && index < self.config.endpoints().len() {
-            self.server = index;
-            self.target = backend_target_for(&self.config, &self.user, &self.ctx, index);
+        if self.held.server != index && index < self.config.endpoints().len() {
+            self.held.server = index;
+            self.held.target = backend_target_for(&self.config, &self.login.user, &self.ctx, index);
         }
     }
 

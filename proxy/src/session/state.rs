@@ -1,57 +1,34 @@
 //! What sluice knows about one client session, and the rules that follow from it: what each
 //! effect of a statement means ([`Rules::of`], the one home of "what pins"), which locks the
-//! session holds ([`SessionState::apply`]), when it must keep its execution slot, when it must
-//! keep its backend, and why.
+//! session holds ([`SessionState::apply`]), when others may wait on it (its statements then
+//! go first for a slot), when it must keep its backend, and why.
 
 use smallvec::SmallVec;
 
-use crate::classify::{Classification, Effect, LockName, Quoting};
+use crate::classify::{Classification, DiagnosticsRead, Effect, LockName, Quoting, StatementKind};
 use crate::conn::backend::MovableState;
 use crate::protocol::StatusFlags;
 use crate::stats::PinReason;
+use locks::{Held, LockChange, Locks};
+
+mod locks;
+
+pub(crate) use super::outcome::{LastInsertId, Leaves, Outcome};
 
 /// What of the client's identity a statement can observe on the backend, so that it is set
 /// there first (`session::identity`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Presents {
+pub(crate) struct Presents {
     /// CONNECTION_ID() is read, a routine runs, or a temporary table may be created: the
     /// server keys temporary tables by pseudo_thread_id, so a table created under another
     /// session's id would vanish from this session once its own id is presented.
-    pub connection_id: bool,
-    pub last_insert_id: bool,
-}
-
-/// A lock the server ends only with a statement of its own (named locks are counted apart).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-enum Held {
-    /// LOCK TABLES, FLUSH TABLES t WITH READ LOCK / FOR EXPORT: ended by UNLOCK TABLES or by
-    /// starting a transaction.
-    Tables = 1,
-    /// FLUSH TABLES WITH READ LOCK: ended by UNLOCK TABLES only.
-    GlobalRead = 2,
-    /// BACKUP STAGE: ended by BACKUP STAGE END only (not BACKUP UNLOCK, not UNLOCK TABLES).
-    BackupStage = 4,
-    /// BACKUP LOCK t: ended by BACKUP UNLOCK (or the next BACKUP LOCK, which replaces it).
-    BackupLock = 8,
-    /// LOCK INSTANCE FOR BACKUP (MySQL): ended by UNLOCK INSTANCE.
-    Instance = 16,
-}
-
-/// A change to the session's locks, recorded once the statement's result is known.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum LockChange {
-    TakeNamed(LockName),
-    ReleaseNamed(LockName),
-    ReleaseAllNamed,
-    Take(Held),
-    Release(Held),
-    XaStart,
+    pub(crate) connection_id: bool,
+    pub(crate) last_insert_id: bool,
 }
 
 /// How a statement ended, as far as its locks are concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ran {
+pub(crate) enum Ran {
     Ok,
     /// A single statement failed: it took no lock, except a GET_LOCK() evaluated before the
     /// error, and released none sluice may count on.
@@ -64,9 +41,9 @@ pub enum Ran {
 /// runs (the identity to show and the pins to expect are needed then) and recorded by
 /// [`SessionState::apply`] once its result is known.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Rules {
+pub(crate) struct Rules {
     /// Shown on the backend before the statement runs.
-    pub presents: Presents,
+    pub(crate) presents: Presents,
     /// Pins the statement leaves, whatever its result (one bit per `PinReason`).
     pins: u32,
     /// Lock changes, in statement order.
@@ -76,15 +53,50 @@ pub struct Rules {
     multi_statement: bool,
     /// Reads the previous statement's warnings (SHOW WARNINGS, GET DIAGNOSTICS,
     /// @@warning_count), which stay on the backend after it.
-    pub reads_diagnostics: bool,
+    pub(crate) reads_diagnostics: bool,
+    /// May change what LAST_INSERT_ID() returns: an INSERT, REPLACE or LOAD DATA (whose
+    /// answer shows an id also when it was given, not generated), LAST_INSERT_ID(expr), or
+    /// a routine (`session::values`).
+    pub(crate) sets_last_insert_id: bool,
+    /// Relays a file from the client mid-answer (LOAD DATA LOCAL): nothing of sluice's may
+    /// follow it in the same write.
+    pub(crate) reads_client_file: bool,
+    /// COMMIT or ROLLBACK: the session lets its backend go after it, unless pinned.
+    pub(crate) ends_transaction: bool,
+    /// Certainly names a table, so the server clears the diagnostics first (false when
+    /// unsure: the session then keeps them where they are).
+    pub(crate) touches_tables: bool,
+    /// What it leaves of ROW_COUNT() and FOUND_ROWS() (`Outcome::after`).
+    pub(crate) leaves: Leaves,
+    /// Sets a `session_track_*` variable: what the client's OKs carry changes.
+    pub(crate) changes_trackers: bool,
+    /// `SET timestamp = DEFAULT`: the clock runs again. MariaDB's tracker reports the
+    /// fixed value the variable had before, which replayed would stop the clock.
+    pub(crate) restarts_clock: bool,
+}
+
+/// Whether the statement sets `timestamp` back to DEFAULT.
+fn restarts_clock(class: &Classification) -> bool {
+    class.set.as_deref().unwrap_or_default().iter().any(|item| {
+        matches!(item, crate::classify::SetItem::SessionVar { name, value }
+            if name.eq_ignore_ascii_case("timestamp") && value.eq_ignore_ascii_case("default"))
+    })
 }
 
 impl Rules {
     /// The state rules: one arm per effect, so that a new `Effect` does not compile until
     /// it has its rule here. Arms that change nothing say why.
-    pub fn of(class: &Classification) -> Rules {
+    pub(crate) fn of(class: &Classification) -> Rules {
+        use StatementKind as K;
         let mut r = Rules {
             multi_statement: class.multi_statement,
+            sets_last_insert_id: matches!(class.kind, K::Insert | K::Replace | K::LoadData),
+            ends_transaction: matches!(class.kind, K::Commit | K::Rollback),
+            touches_tables: matches!(
+                class.kind,
+                K::Insert | K::Update | K::Delete | K::Replace | K::LoadData | K::Explain
+            ),
+            restarts_clock: restarts_clock(class),
             ..Rules::default()
         };
         for effect in &class.effects {
@@ -121,13 +133,29 @@ impl Rules {
                 Effect::SqlDeallocate => {}
                 Effect::FoundRows => r.pin(PinReason::FoundRows),
                 Effect::LastInsertIdRead => r.presents.last_insert_id = true,
+                // The server has the new value; the session reads it back before it lets
+                // the backend go (`session::values`).
+                Effect::LastInsertIdSet => r.sets_last_insert_id = true,
+                // The holder's thread id becomes its client id in the text
+                // (`session::identity`), as the holders are when the statement comes.
+                Effect::LockHolderRead => {}
                 Effect::ConnectionIdRead => r.presents.connection_id = true,
+                // The server reports no change of it (the effect's doc says what it is).
+                Effect::SequenceNext => r.pin(PinReason::Sequence),
                 // A routine's statements are invisible: what it changes, the server's session
                 // tracker reports (an UntrackedState pin); what it reads of the identity is
                 // presented like a direct CONNECTION_ID().
-                Effect::Call => r.presents.connection_id = true,
-                Effect::UnknownSet | Effect::SessionTrackChange | Effect::SetRoleOrAuth => {
-                    r.pin(PinReason::UnknownSet)
+                Effect::Call => {
+                    r.presents.connection_id = true;
+                    r.presents.last_insert_id = true;
+                    r.sets_last_insert_id = true;
+                }
+                Effect::UnknownSet | Effect::SetRoleOrAuth => r.pin(PinReason::UnknownSet),
+                // The backend tracks what the client asked for from now on (so it stays with
+                // the client), and the client's OKs carry it (`session::values`).
+                Effect::SessionTrackChange => {
+                    r.pin(PinReason::UnknownSet);
+                    r.changes_trackers = true;
                 }
                 Effect::SetTransactionNext => r.pin(PinReason::NextTransaction),
                 Effect::HandlerOpen => r.pin(PinReason::Handler),
@@ -139,20 +167,27 @@ impl Rules {
                 Effect::GlobalSet => {}
                 // The XA transaction shows in the status flags (SERVER_STATUS_IN_TRANS from
                 // XA START through END and PREPARE to XA COMMIT / ROLLBACK), which keep the
-                // session's slot and backend.
+                // session's backend.
                 Effect::Xa => {}
                 // ... and a backend left with one open is closed, not reset (`xa_open`).
                 Effect::XaStart => r.lock(LockChange::XaStart),
                 // Reads what the previous statement left, for which that statement kept its
                 // backend (`warnings_pending`); they are still there afterwards.
-                Effect::Diagnostics => r.reads_diagnostics = true,
+                Effect::Diagnostics(read) => {
+                    r.reads_diagnostics = true;
+                    r.leaves = match read {
+                        DiagnosticsRead::Show => Leaves::PreviousFoundRows,
+                        DiagnosticsRead::Get => Leaves::Previous,
+                        DiagnosticsRead::Value => r.leaves,
+                    };
+                }
                 // SQL sluice cannot see (EXECUTE IMMEDIATE, BEGIN NOT ATOMIC, BINLOG) may set
                 // anything, and the tracker does not report every kind of state (locks).
                 Effect::UnknownState => r.pin(PinReason::UntrackedState),
                 Effect::Disconnects => r.disconnects = true,
                 // The file request and the client's data are relayed within the statement
                 // (`protocol::response`, `Feed::LocalInfile`).
-                Effect::LoadLocalInfile => {}
+                Effect::LoadLocalInfile => r.reads_client_file = true,
             }
         }
         r
@@ -168,7 +203,7 @@ impl Rules {
 
     /// The pin the statement leaves if it succeeds, for a session that must reserve a place
     /// for it before it runs: a lock first, then the others in `PinReason` order.
-    pub fn pin_ahead(&self) -> Option<PinReason> {
+    pub(crate) fn pin_ahead(&self) -> Option<PinReason> {
         let lock = self.locks.iter().find_map(|c| match c {
             LockChange::TakeNamed(_) => Some(PinReason::NamedLock),
             LockChange::Take(_) => Some(PinReason::TableLock),
@@ -179,7 +214,7 @@ impl Rules {
 
     /// The statement is known to change state the session tracker may report without a
     /// variable or schema (a pin, or a named lock, which MySQL reports).
-    pub fn explains_state_change(&self) -> bool {
+    pub(crate) fn explains_state_change(&self) -> bool {
         self.pins != 0
             || self
                 .locks
@@ -189,16 +224,17 @@ impl Rules {
 
     /// Nothing to present, pin, lock or close: a statement other sessions' may follow on
     /// the same backend (`session::pipeline`).
-    pub fn is_stateless(&self) -> bool {
+    pub(crate) fn is_stateless(&self) -> bool {
         self.presents == Presents::default()
             && self.pins == 0
             && self.locks.is_empty()
             && !self.disconnects
             && !self.reads_diagnostics
+            && !self.sets_last_insert_id
     }
 
     /// How the statement ended, given whether its answer was an error.
-    pub fn ran(&self, failed: bool) -> Ran {
+    pub(crate) fn ran(&self, failed: bool) -> Ran {
         match (failed, self.multi_statement) {
             (false, _) => Ran::Ok,
             (true, true) => Ran::FailedPartway,
@@ -209,68 +245,22 @@ impl Rules {
 
 /// What [`SessionState::apply`] changed.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Applied {
+pub(crate) struct Applied {
     /// Pin reasons the session did not have before (counted once each time they start).
-    pub new_pins: SmallVec<[PinReason; 2]>,
+    pub(crate) new_pins: SmallVec<[PinReason; 2]>,
     /// Named locks the statement took by name: the server is asked whether this connection
     /// holds them ([`SessionState::confirm_named_locks`]), since GET_LOCK() may have timed out.
-    pub confirm: Vec<Box<[u8]>>,
+    pub(crate) confirm: Vec<Box<[u8]>>,
     /// The server closes the connection after this answer.
-    pub disconnects: bool,
-}
-
-/// The locks a session holds on its backend.
-#[derive(Debug, Default)]
-struct Locks {
-    /// Named locks taken by a literal name, and how many times each (a lock taken twice is
-    /// released twice, as on the server).
-    named: Vec<(Box<[u8]>, u32)>,
-    /// Named locks whose name sluice could not read.
-    unnamed: u32,
-    /// `Held` bits.
-    held: u8,
-}
-
-impl Locks {
-    fn any(&self) -> bool {
-        !self.named.is_empty() || self.unnamed > 0 || self.held != 0
-    }
-
-    fn take_named(&mut self, name: &LockName) {
-        match name {
-            LockName::Literal(n) => match self.named.iter_mut().find(|(m, _)| m == n) {
-                Some((_, count)) => *count += 1,
-                None => self.named.push((n.clone(), 1)),
-            },
-            LockName::Unknown => self.unnamed += 1,
-        }
-    }
-
-    /// RELEASE_LOCK(): a lock this session holds is released. One it does not hold (or one
-    /// sluice cannot tell apart from those it cannot name) changes nothing: believing a lock
-    /// held keeps a slot, believing it released would hand the lock to the next client.
-    fn release_named(&mut self, name: &LockName) {
-        match name {
-            LockName::Literal(n) => {
-                if let Some(i) = self.named.iter().position(|(m, _)| m == n) {
-                    self.named[i].1 -= 1;
-                    if self.named[i].1 == 0 {
-                        self.named.swap_remove(i);
-                    }
-                }
-            }
-            LockName::Unknown if self.unnamed > 0 => self.unnamed -= 1,
-            LockName::Unknown => {}
-        }
-    }
+    pub(crate) disconnects: bool,
 }
 
 #[derive(Debug)]
-pub struct SessionState {
+pub(crate) struct SessionState {
     /// Schema and session variables; replayed on whichever backend runs the next statement.
-    pub movable: MovableState,
+    pub(crate) movable: MovableState,
     /// Status flags of the last OK/EOF (ERR carries none, so they stay as they were).
-    pub status: StatusFlags,
+    pub(crate) status: StatusFlags,
     /// Why the session may not leave its backend: one bit per `PinReason` (lock reasons
     /// come from `locks` instead, and end with them).
     pins: u32,
@@ -279,51 +269,19 @@ pub struct SessionState {
     /// An XA START succeeded (the XA transaction lasts while the status says IN_TRANS).
     xa: bool,
     /// What LAST_INSERT_ID() must return for this session.
-    pub last_insert_id: u64,
+    pub(crate) last_insert_id: LastInsertId,
     /// What ROW_COUNT() and FOUND_ROWS() return after the session's last statement, where
     /// known (`Outcome::after`).
-    pub outcome: Outcome,
-    /// The last statement left warnings: the next one (SHOW WARNINGS, GET DIAGNOSTICS,
-    /// @@warning_count) must run on the same backend to see them.
-    pub warnings_pending: bool,
+    pub(crate) outcome: Outcome,
+    /// The session's diagnostics (warnings or an error of a statement since which none
+    /// named a table) are on its backend: a later SHOW WARNINGS, GET DIAGNOSTICS or
+    /// @@warning_count must run there to see them (`session::values`).
+    pub(crate) warnings_pending: bool,
     /// The multi-statements option a reset returns to: the client's capability flag.
     multi_statements_baseline: bool,
     /// A fresh session's status on this server (AUTOCOMMIT unless its global autocommit is
     /// off), which a reset returns to.
     fresh_status: StatusFlags,
-}
-
-/// The previous statement's outcome as ROW_COUNT() and FOUND_ROWS() report it; `None`:
-/// not known (nothing ran yet, several results, a prepare), and the call is left to the server.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Outcome {
-    pub row_count: Option<i64>,
-    pub found_rows: Option<u64>,
-}
-
-impl Outcome {
-    /// After a statement answered with `summary`: an OK gives its affected rows, a result
-    /// set -1 (and its rows to FOUND_ROWS()), an error -1; FOUND_ROWS() keeps the last
-    /// SELECT's count through statements without a result set, as the server does.
-    pub fn after(self, summary: &crate::protocol::ResponseSummary) -> Outcome {
-        if summary.prepare_ok.is_some() || summary.result_sets > 1 {
-            return Outcome::default();
-        }
-        match (&summary.error, summary.result_sets) {
-            (Some(_), _) => Outcome {
-                row_count: Some(-1),
-                found_rows: None,
-            },
-            (None, 1) => Outcome {
-                row_count: Some(-1),
-                found_rows: Some(summary.rows),
-            },
-            (None, _) => Outcome {
-                row_count: i64::try_from(summary.affected_rows).ok(),
-                found_rows: self.found_rows,
-            },
-        }
-    }
 }
 
 fn bit(reason: PinReason) -> u32 {
@@ -337,7 +295,7 @@ fn first_reason(bits: u32) -> Option<PinReason> {
 }
 
 impl SessionState {
-    pub fn new(schema: Option<Vec<u8>>) -> Self {
+    pub(crate) fn new(schema: Option<Vec<u8>>) -> Self {
         SessionState {
             movable: MovableState {
                 schema,
@@ -347,7 +305,7 @@ impl SessionState {
             pins: 0,
             locks: Locks::default(),
             xa: false,
-            last_insert_id: 0,
+            last_insert_id: LastInsertId::Known(0),
             outcome: Outcome::default(),
             warnings_pending: false,
             multi_statements_baseline: false,
@@ -357,13 +315,13 @@ impl SessionState {
 
     /// The status a new session starts with: a server whose global autocommit is off, or
     /// whose global sql_mode has NO_BACKSLASH_ESCAPES, starts sessions so.
-    pub fn start_with(&mut self, fresh: StatusFlags) {
+    pub(crate) fn start_with(&mut self, fresh: StatusFlags) {
         self.fresh_status = fresh;
         self.status = fresh;
     }
 
     /// How the session's string literals are lexed: the server says in every reply's status.
-    pub fn quoting(&self) -> Quoting {
+    pub(crate) fn quoting(&self) -> Quoting {
         if self
             .status
             .contains(StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES)
@@ -375,27 +333,34 @@ impl SessionState {
     }
 
     /// Records the client's CLIENT_MULTI_STATEMENTS capability as the option's baseline.
-    pub fn with_multi_statements(mut self, on: bool) -> Self {
+    pub(crate) fn with_multi_statements(mut self, on: bool) -> Self {
         self.multi_statements_baseline = on;
         self.movable.multi_statements = on;
         self
     }
 
     /// Back to the baseline schema-less state (COM_CHANGE_USER).
-    pub fn clear_movable(&mut self) {
+    pub(crate) fn clear_movable(&mut self) {
         self.movable = MovableState {
             multi_statements: self.multi_statements_baseline,
             ..MovableState::default()
         };
     }
 
-    pub fn in_transaction(&self) -> bool {
+    pub(crate) fn in_transaction(&self) -> bool {
         self.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS)
     }
 
-    /// A session that holds a lock or an open transaction keeps its execution slot, so that
-    /// sessions queued behind its lock can never take every slot and deadlock the pool.
-    pub fn holds_slot(&self) -> bool {
+    /// Autocommit is on and no transaction is open: a statement ends on its own.
+    pub(crate) fn autocommit(&self) -> bool {
+        self.status.contains(StatusFlags::SERVER_STATUS_AUTOCOMMIT) && !self.in_transaction()
+    }
+
+    /// An open transaction or a lock, which others may wait on: its statements take a slot
+    /// ahead of others' and never wait long for one (`pool::Slots::acquire_held`), so that
+    /// sessions blocked on its locks cannot deadlock the pool; a backend it leaves is reset
+    /// at once.
+    pub(crate) fn holds_locks(&self) -> bool {
         self.in_transaction() || self.locks.any()
     }
 
@@ -403,19 +368,30 @@ impl SessionState {
     /// backend is closed as the client's own connection would be: a reset detaches a prepared
     /// XA transaction too, but one that XA COMMIT then commits without its changes (MariaDB
     /// 10.11), where a disconnect keeps them.
-    pub fn xa_open(&self) -> bool {
+    pub(crate) fn xa_open(&self) -> bool {
         self.xa && self.in_transaction()
     }
 
     /// The session's backend carries state that cannot move.
-    pub fn needs_backend(&self) -> bool {
-        self.holds_slot() || self.pins != 0 || self.warnings_pending
+    pub(crate) fn needs_backend(&self) -> bool {
+        self.holds_locks() || self.pins != 0 || self.warnings_pending
+    }
+
+    /// The session keeps its backend for state that outlasts the next statement (a
+    /// transaction, a lock, a pin), not only for its diagnostics.
+    pub(crate) fn keeps_backend(&self) -> bool {
+        self.holds_locks() || self.pins != 0
+    }
+
+    /// Holds a named lock (its backend's thread id names the session in IS_USED_LOCK()).
+    pub(crate) fn holds_named_lock(&self) -> bool {
+        !self.locks.named.is_empty() || self.locks.unnamed > 0
     }
 
     /// Records a finished statement's lock changes and pins, given how it ended: takes count
     /// unless a single statement failed (a GET_LOCK() counts even then: it may have run
     /// before the error); releases count only when everything succeeded.
-    pub fn apply(&mut self, rules: &Rules, ran: Ran) -> Applied {
+    pub(crate) fn apply(&mut self, rules: &Rules, ran: Ran) -> Applied {
         if rules.pins == 0 && rules.locks.is_empty() {
             // Most statements: no pin, no lock to record; only an XA transaction may end.
             self.xa &= self.in_transaction();
@@ -474,7 +450,7 @@ impl SessionState {
 
     /// The server's answer for `names` (bit i set: this connection holds `names[i]`): a lock
     /// it does not hold is forgotten, however often it was taken. Never adds one.
-    pub fn confirm_named_locks(&mut self, names: &[Box<[u8]>], held: u64) {
+    pub(crate) fn confirm_named_locks(&mut self, names: &[Box<[u8]>], held: u64) {
         for (i, name) in names.iter().enumerate().take(64) {
             if held & (1 << i) == 0 {
                 self.locks.named.retain(|(n, _)| n != name);
@@ -483,13 +459,13 @@ impl SessionState {
     }
 
     /// Adds a pin reason; true if the session was not pinned for that reason before.
-    pub fn pin(&mut self, reason: PinReason) -> bool {
+    pub(crate) fn pin(&mut self, reason: PinReason) -> bool {
         let new = self.pin_bits() & bit(reason) == 0;
         self.pins |= bit(reason);
         new
     }
 
-    pub fn unpin(&mut self, reason: PinReason) {
+    pub(crate) fn unpin(&mut self, reason: PinReason) {
         self.pins &= !bit(reason);
     }
 
@@ -506,26 +482,26 @@ impl SessionState {
     }
 
     /// The first reason (in declaration order) the session is pinned for, for display.
-    pub fn pin_reason(&self) -> Option<PinReason> {
+    pub(crate) fn pin_reason(&self) -> Option<PinReason> {
         first_reason(self.pin_bits())
     }
 
     /// After COM_RESET_CONNECTION / COM_CHANGE_USER: back to a fresh session.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.movable.vars.clear();
         self.movable.multi_statements = self.multi_statements_baseline;
         self.status = self.fresh_status;
         self.pins = 0;
         self.locks = Locks::default();
         self.xa = false;
-        self.last_insert_id = 0;
+        self.last_insert_id = LastInsertId::Known(0);
         self.outcome = Outcome::default();
         self.warnings_pending = false;
     }
 
     /// The backend died: the transaction, locks and pinned state died with it. Schema and
     /// variables stay; they are replayed on the next backend.
-    pub fn reset_transaction(&mut self) {
+    pub(crate) fn reset_transaction(&mut self) {
         self.status.remove(
             StatusFlags::SERVER_STATUS_IN_TRANS | StatusFlags::SERVER_STATUS_IN_TRANS_READONLY,
         );
@@ -533,13 +509,21 @@ impl SessionState {
         self.locks = Locks::default();
         self.xa = false;
         self.warnings_pending = false;
+        // A value only that backend knew is gone with it, as with the client's own
+        // connection.
+        if self.last_insert_id == LastInsertId::OnBackend {
+            self.last_insert_id = LastInsertId::Known(0);
+        }
     }
 
     /// Status flags for an OK that sluice answers itself.
-    pub fn local_status(&self) -> StatusFlags {
+    pub(crate) fn local_status(&self) -> StatusFlags {
+        // The quoting flags follow the session's sql_mode, which its last answer reported.
         let keep = StatusFlags::SERVER_STATUS_AUTOCOMMIT
             | StatusFlags::SERVER_STATUS_IN_TRANS
-            | StatusFlags::SERVER_STATUS_IN_TRANS_READONLY;
+            | StatusFlags::SERVER_STATUS_IN_TRANS_READONLY
+            | StatusFlags::SERVER_STATUS_NO_BACKSLASH_ESCAPES
+            | StatusFlags::SERVER_STATUS_ANSI_QUOTES;
         self.status & keep
     }
 }
@@ -547,45 +531,6 @@ impl SessionState {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_outcome_follows_the_server() {
-        use crate::protocol::ResponseSummary;
-        let ok = |affected| ResponseSummary {
-            affected_rows: affected,
-            ..Default::default()
-        };
-        let select = |rows| ResponseSummary {
-            result_sets: 1,
-            rows,
-            ..Default::default()
-        };
-        let o = Outcome::default().after(&select(4));
-        assert_eq!((o.row_count, o.found_rows), (Some(-1), Some(4)));
-        let o = o.after(&ok(3));
-        assert_eq!(
-            (o.row_count, o.found_rows),
-            (Some(3), Some(4)),
-            "FOUND_ROWS() stays"
-        );
-        let failed = ResponseSummary {
-            error: Some(crate::protocol::ErrPacket::from_code(
-                crate::protocol::codes::BAD_DB,
-                &b"no table"[..],
-            )),
-            ..Default::default()
-        };
-        assert_eq!(o.after(&failed).row_count, Some(-1));
-        let many = ResponseSummary {
-            result_sets: 2,
-            ..Default::default()
-        };
-        assert_eq!(
-            o.after(&many),
-            Outcome::default(),
-            "several results: unknown"
-        );
-    }
     use crate::classify::classify;
 
     fn rules(sql: &str) -> Rules {
@@ -598,15 +543,15 @@ mod tests {
     }
 
     #[test]
-    fn transaction_keeps_slot_and_backend() {
+    fn transaction_holds_locks_and_keeps_backend() {
         let mut s = SessionState::new(None);
         assert!(!s.needs_backend());
         s.status = StatusFlags::SERVER_STATUS_IN_TRANS | StatusFlags::SERVER_STATUS_AUTOCOMMIT;
-        assert!(s.holds_slot() && s.needs_backend());
+        assert!(s.holds_locks() && s.needs_backend());
     }
 
     #[test]
-    fn pinned_session_keeps_backend_but_not_slot() {
+    fn pinned_session_keeps_backend_but_holds_no_lock() {
         let mut s = SessionState::new(None);
         assert!(s.pin(PinReason::TemporaryTable));
         assert!(s.pin(PinReason::UserVariable));
@@ -614,7 +559,7 @@ mod tests {
         assert_eq!(s.pin_reason(), Some(PinReason::UserVariable));
         s.unpin(PinReason::UserVariable);
         assert_eq!(s.pin_reason(), Some(PinReason::TemporaryTable));
-        assert!(s.needs_backend() && !s.holds_slot());
+        assert!(s.needs_backend() && !s.holds_locks());
         s.reset();
         assert!(!s.needs_backend());
     }
@@ -631,17 +576,17 @@ mod tests {
         assert!(ok(&mut s, "DO GET_LOCK('a', 1)").is_empty());
         ok(&mut s, "DO RELEASE_LOCK('a')");
         ok(&mut s, "DO RELEASE_LOCK('b')");
-        assert!(s.holds_slot(), "'a' is still held once");
+        assert!(s.holds_locks(), "'a' is still held once");
         // A lock not held, or another case of the same letters: nothing changes.
         ok(&mut s, "DO RELEASE_LOCK('nope'), RELEASE_LOCK('A')");
-        assert!(s.holds_slot());
+        assert!(s.holds_locks());
         ok(&mut s, "DO RELEASE_LOCK('a')");
-        assert!(!s.holds_slot() && !s.needs_backend());
+        assert!(!s.holds_locks() && !s.needs_backend());
         assert_eq!(s.pin_reason(), None);
         // The pin starts again with the next lock.
         assert_eq!(ok(&mut s, "DO GET_LOCK('c', 1)"), [PinReason::NamedLock]);
         ok(&mut s, "SELECT RELEASE_ALL_LOCKS()");
-        assert!(!s.holds_slot());
+        assert!(!s.holds_locks());
     }
 
     #[test]
@@ -650,13 +595,13 @@ mod tests {
         ok(&mut s, "SELECT GET_LOCK(?, 10)");
         // A literal release might be that lock or another one: it stays held.
         ok(&mut s, "DO RELEASE_LOCK('x')");
-        assert!(s.holds_slot());
+        assert!(s.holds_locks());
         ok(&mut s, "DO RELEASE_LOCK(?)");
-        assert!(!s.holds_slot());
+        assert!(!s.holds_locks());
         // One unknown release for one literal lock: which one it was is unknown.
         ok(&mut s, "DO GET_LOCK('a', 1)");
         ok(&mut s, "DO RELEASE_LOCK(CONCAT('a'))");
-        assert!(s.holds_slot());
+        assert!(s.holds_locks());
     }
 
     #[test]
@@ -668,7 +613,7 @@ mod tests {
         // 'a' timed out (another session holds it), 'b' is held.
         s.confirm_named_locks(&applied.confirm, 0b10);
         ok(&mut s, "DO RELEASE_LOCK('b')");
-        assert!(!s.holds_slot(), "nothing is held");
+        assert!(!s.holds_locks(), "nothing is held");
         // Nothing named, nothing to confirm.
         assert!(s
             .apply(&rules("DO GET_LOCK(?, 1)"), Ran::Ok)
@@ -684,20 +629,20 @@ mod tests {
             &rules("SELECT GET_LOCK('a', 1), (SELECT 1 UNION SELECT 2)"),
             Ran::Failed,
         );
-        assert!(s.holds_slot());
+        assert!(s.holds_locks());
         s.apply(&rules("DO RELEASE_LOCK('a')"), Ran::Failed);
-        assert!(s.holds_slot(), "a failed release counts for nothing");
+        assert!(s.holds_locks(), "a failed release counts for nothing");
         ok(&mut s, "DO RELEASE_LOCK('a')");
         s.apply(&rules("LOCK TABLES nope READ"), Ran::Failed);
-        assert!(!s.holds_slot());
+        assert!(!s.holds_locks());
         // In a multi-statement that failed later, the lock was taken.
         let multi = rules("LOCK TABLES t READ; SELEKT");
         s.apply(&multi, multi.ran(true));
-        assert!(s.holds_slot());
+        assert!(s.holds_locks());
         s.apply(&rules("UNLOCK TABLES x"), Ran::Failed);
-        assert!(s.holds_slot(), "a failed UNLOCK leaves the locks");
+        assert!(s.holds_locks(), "a failed UNLOCK leaves the locks");
         ok(&mut s, "UNLOCK TABLES");
-        assert!(!s.holds_slot());
+        assert!(!s.holds_locks());
     }
 
     #[test]
@@ -717,15 +662,15 @@ mod tests {
         ] {
             assert_eq!(ok(&mut s, take), [PinReason::TableLock], "{take}");
             ok(&mut s, not_by);
-            assert!(s.holds_slot(), "{not_by} does not end {take}");
+            assert!(s.holds_locks(), "{not_by} does not end {take}");
             ok(&mut s, ends);
-            assert!(!s.holds_slot(), "{ends} ends {take}");
+            assert!(!s.holds_locks(), "{ends} ends {take}");
             assert_eq!(s.pin_reason(), None);
         }
         // Named locks outlive UNLOCK TABLES and transactions.
         ok(&mut s, "DO GET_LOCK('n', 1)");
         ok(&mut s, "UNLOCK TABLES; BEGIN");
-        assert!(s.holds_slot());
+        assert!(s.holds_locks());
     }
 
     #[test]
@@ -748,7 +693,7 @@ mod tests {
         s.apply(&rules("XA START 'x'"), Ran::Failed);
         assert!(!s.xa_open(), "a failed XA START opened nothing");
         s.apply(&rules("XA START 'x'"), Ran::Ok);
-        assert!(s.xa_open() && s.holds_slot());
+        assert!(s.xa_open() && s.holds_locks());
         s.apply(&rules("XA PREPARE 'x'"), Ran::Ok);
         assert!(s.xa_open());
         s.status = StatusFlags::SERVER_STATUS_AUTOCOMMIT;

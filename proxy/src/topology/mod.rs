@@ -1,6 +1,10 @@
 //! Replication topology: who is the writer, which replicas may take reads, and which replica
-//! takes a given read (issue 15: read/write split, read-your-writes, safe failover). Not yet
-//! wired into the session, pool or config.
+//! takes a given read (for the read/write split, read-your-writes and safe failover). `app`
+//! starts the monitor when the config names several servers or turns the split on
+//! (`Config::uses_topology`); the shared `Context` holds the latest snapshot (with one server
+//! and no split, a fixed one naming it the writer), and every session routes each statement
+//! through [`route::route`]. SHOW SERVERS and `/metrics` read the same snapshot through
+//! `topology_report`. The routing settings' value types live in `config` (`config/replicas.rs`).
 //!
 //! # How it is used
 //! 1. [`task::spawn`] runs the monitor loop: every `monitor_interval` it checks each
@@ -49,8 +53,8 @@ pub use roles::{
     decide, Alert, Exclusion, Limits, Memory, NoWriter, Role, ServerView, Topology, Verdict,
 };
 pub use route::{
-    route, MinGtid, PrimaryReads, ReadWriteSplit, ReadYourWrites, Route, RouteConfig, RouteInput,
-    SessionFacts, ToWriter, Transaction,
+    route, route_wished, MinGtid, Override, PrimaryReads, ReadWriteSplit, ReadYourWrites, Route,
+    RouteConfig, RouteInput, RouteTarget, SessionFacts, ToWriter, Transaction,
 };
 
 /// Which server family a backend is; their replication variables and GTIDs differ.

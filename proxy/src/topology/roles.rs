@@ -266,8 +266,8 @@ fn writer_verdict(
         if rivals.is_empty() {
             return (memory, Verdict::Writer { index: w, rivals });
         }
-        // Split brain: no writer at all, not even the agreed one (decided for issue 15:
-        // writes that land on either side may be lost, so none are sent until one remains).
+        // Split brain: no writer at all, not even the agreed one (writes that land on
+        // either side may be lost, so none are sent until one remains).
         memory.rivals.extend(rivals.iter().copied());
         let verdict = Verdict::NoWriter(NoWriter::Ambiguous {
             candidates: candidates.to_vec(),

@@ -25,6 +25,14 @@
 //! 7. Whatever goes to the writer while there is none waits for one
 //!    ([`Route::NoWriter`], up to `writer_wait_timeout`); sluice never guesses a writer.
 //!
+//! # A query rule's wish
+//! [`route_wished`] takes a rule's `route` (writer, any replica, one server) as one more
+//! input. It changes only what the rules above leave free: a held read-only transaction
+//! stays held; the writer is always allowed; a replica is allowed only for a replica-safe
+//! statement of a session that is neither pinned nor in a read-write transaction, on a
+//! usable replica that has the session's writes (read-your-writes). Otherwise the statement
+//! goes where [`route`] sends it, and the caller learns why ([`Override`]).
+//!
 //! # Read-your-writes
 //! The requirement is the session's last write GTID (`read_your_writes = session | wait`)
 //! and the statement's `/* sluice:min_gtid=... */` token (honoured in every mode: the
@@ -36,6 +44,7 @@ use super::choose::{choose_replica, Candidate};
 use super::gtid::GtidPosition;
 use super::roles::{NoWriter, Role, Topology, Verdict};
 use crate::classify::{ReadSafety, WriterOnly};
+pub use crate::config::RouteTarget;
 
 // The three setting values are the config's own types (config depends on nothing above
 // it; the router reads them as they are).
@@ -136,6 +145,8 @@ pub enum ToWriter {
     PrimaryReads,
     /// The `sluice:min_gtid` token did not parse.
     UnreadableToken,
+    /// A query rule asked for the writer (`route = writer`).
+    Rule,
 }
 
 impl ToWriter {
@@ -150,6 +161,7 @@ impl ToWriter {
             ToWriter::NoReplica => "no_replica",
             ToWriter::PrimaryReads => "primary_reads",
             ToWriter::UnreadableToken => "unreadable_token",
+            ToWriter::Rule => "rule",
         }
     }
 }
@@ -185,21 +197,148 @@ pub fn route(input: &RouteInput<'_>) -> Route {
     if let ReadSafety::WriterOnly(why) = statement {
         return to_writer(ToWriter::NotSafe(why));
     }
+    match required(input) {
+        Some(required) => read(input, &required, to_writer),
+        None => to_writer(ToWriter::UnreadableToken),
+    }
+}
+
+/// The positions a read must see: the session's last write (unless read_your_writes is
+/// off) and the statement's token; `None` when the token does not parse.
+fn required<'a>(input: &RouteInput<'a>) -> Option<Vec<&'a GtidPosition>> {
+    let session = input.session;
     let token = match session.min_gtid {
         MinGtid::None => None,
         MinGtid::At(p) => Some(p),
-        MinGtid::Unreadable => return to_writer(ToWriter::UnreadableToken),
+        MinGtid::Unreadable => return None,
     };
-    let own = match config.read_your_writes {
+    let own = match input.config.read_your_writes {
         ReadYourWrites::Off => None,
         ReadYourWrites::Session | ReadYourWrites::Wait => session.last_write,
     };
-    let required: Vec<&GtidPosition> = [own, token]
+    let required = [own, token]
         .into_iter()
         .flatten()
         .filter(|p| !p.is_empty())
         .collect();
-    read(input, &required, to_writer)
+    Some(required)
+}
+
+/// Why a rule's route wish was not followed (a closed set, for logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Override {
+    /// The session's transaction runs where it runs.
+    Transaction,
+    Pinned,
+    /// The classifier could not prove the statement safe on a replica.
+    NotReplicaSafe,
+    /// No usable replica (or not the one named) has what the session must read.
+    NoReplica,
+    /// The statement's `sluice:min_gtid` token does not parse: only the writer is safe.
+    UnreadableToken,
+}
+
+impl Override {
+    pub fn label(self) -> &'static str {
+        match self {
+            Override::Transaction => "transaction",
+            Override::Pinned => "pinned",
+            Override::NotReplicaSafe => "not_replica_safe",
+            Override::NoReplica => "no_usable_replica",
+            Override::UnreadableToken => "unreadable_token",
+        }
+    }
+}
+
+/// [`route`] with a query rule's wish (module docs): the route, and `Err` with the reason
+/// when the wish was not followed.
+pub fn route_wished(input: &RouteInput<'_>, wish: RouteTarget) -> (Route, Result<(), Override>) {
+    let topology = input.topology;
+    let writer = topology.writer();
+    let role = |i: usize| topology.servers.get(i).map(|s| s.role);
+    if let Transaction::ReadOnly { index } = input.session.transaction {
+        let held_fits = match wish {
+            RouteTarget::Writer => writer == Some(index),
+            RouteTarget::Replica => role(index) == Some(Role::Replica),
+            RouteTarget::Server(i) => i == index,
+        };
+        let outcome = if held_fits {
+            Ok(())
+        } else {
+            Err(Override::Transaction)
+        };
+        return (Route::Held { index }, outcome);
+    }
+    let wants_writer = match wish {
+        RouteTarget::Writer => true,
+        RouteTarget::Replica => false,
+        RouteTarget::Server(i) => {
+            writer == Some(i) || (writer.is_none() && role(i) != Some(Role::Replica))
+        }
+    };
+    if wants_writer {
+        let route = match &topology.verdict {
+            Verdict::Writer { index, .. } => Route::Writer {
+                index: *index,
+                why: ToWriter::Rule,
+            },
+            Verdict::NoWriter(state) => Route::NoWriter {
+                why: ToWriter::Rule,
+                state: state.clone(),
+            },
+        };
+        return (route, Ok(()));
+    }
+    let refused = if input.session.pinned {
+        Some(Override::Pinned)
+    } else if input.session.transaction == Transaction::ReadWrite {
+        Some(Override::Transaction)
+    } else if !input.statement.is_replica_safe() {
+        Some(Override::NotReplicaSafe)
+    } else {
+        None
+    };
+    let Some(required) = required(input).filter(|_| refused.is_none()) else {
+        return (
+            route(input),
+            Err(refused.unwrap_or(Override::UnreadableToken)),
+        );
+    };
+    let chosen = match wish {
+        RouteTarget::Server(i) => {
+            let covers = |s: &super::roles::ServerView| {
+                required
+                    .iter()
+                    .all(|need| s.position.as_ref().is_some_and(|have| have.covers(need)))
+            };
+            let usable = topology
+                .servers
+                .get(i)
+                .is_some_and(|s| s.role == Role::Replica && covers(s));
+            usable.then_some(Route::Replica { index: i })
+        }
+        _ => {
+            // Any replica: the split on for this statement, the writer only as a fallback.
+            let config = RouteConfig {
+                read_write_split: ReadWriteSplit::On,
+                primary_reads: PrimaryReads::Fallback,
+                ..*input.config
+            };
+            let forced = RouteInput {
+                config: &config,
+                ..*input
+            };
+            let to_writer = |_| Route::NoReplica;
+            match read(&forced, &required, to_writer) {
+                r @ (Route::Replica { .. } | Route::WaitOnReplica { .. }) => Some(r),
+                _ => None,
+            }
+        }
+    };
+    match chosen {
+        Some(r) => (r, Ok(())),
+        None => (route(input), Err(Override::NoReplica)),
+    }
 }
 
 /// Rules 4 to 6 for a read that requires `required` (all of them).

@@ -469,7 +469,246 @@ fn labels_are_distinct() {
         ToWriter::NoReplica,
         ToWriter::PrimaryReads,
         ToWriter::UnreadableToken,
+        ToWriter::Rule,
     ];
     let labels: std::collections::BTreeSet<&str> = all.iter().map(ToWriter::label).collect();
     assert_eq!(labels.len(), all.len());
+}
+
+/// One row per rule of "A query rule's wish": the route, and whether the wish was followed.
+#[test]
+fn a_rules_wish_changes_only_what_correctness_leaves_free() {
+    use RouteTarget::{Replica, Server, Writer};
+    let w45 = pos("0-1-45");
+    let plain = facts(None, MinGtid::None);
+    let split_off = RouteConfig::default();
+    let on = config(ReadYourWrites::Session, PrimaryReads::Fallback);
+    let in_tx = SessionFacts {
+        transaction: Transaction::ReadWrite,
+        ..plain
+    };
+    let pinned = SessionFacts {
+        pinned: true,
+        ..plain
+    };
+    let read_only_on_1 = SessionFacts {
+        transaction: Transaction::ReadOnly { index: 1 },
+        ..plain
+    };
+    let wrote_45 = facts(Some(&w45), MinGtid::None);
+    let unreadable = facts(None, MinGtid::Unreadable);
+    type Case<'a> = (
+        &'static str,
+        RouteTarget,
+        ReadSafety,
+        SessionFacts<'a>,
+        RouteConfig,
+        Topology,
+        Route,
+        Result<(), Override>,
+    );
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "writer: always followed",
+            Writer,
+            SAFE,
+            plain,
+            on,
+            cluster(),
+            writer(ToWriter::Rule),
+            Ok(()),
+        ),
+        (
+            "writer: a write too",
+            Writer,
+            FOR_UPDATE,
+            in_tx,
+            on,
+            cluster(),
+            writer(ToWriter::Rule),
+            Ok(()),
+        ),
+        (
+            "writer: with none, it waits for one",
+            Writer,
+            SAFE,
+            plain,
+            on,
+            no_writer(cluster()),
+            Route::NoWriter {
+                why: ToWriter::Rule,
+                state: NoWriter::NoCandidate,
+            },
+            Ok(()),
+        ),
+        (
+            "replica: with the split off too",
+            Replica,
+            SAFE,
+            plain,
+            split_off,
+            cluster(),
+            Route::Replica { index: 1 },
+            Ok(()),
+        ),
+        (
+            "replica: in a transaction, overridden",
+            Replica,
+            SAFE,
+            in_tx,
+            on,
+            cluster(),
+            writer(ToWriter::InTransaction),
+            Err(Override::Transaction),
+        ),
+        (
+            "replica: pinned, overridden",
+            Replica,
+            SAFE,
+            pinned,
+            on,
+            cluster(),
+            writer(ToWriter::Pinned),
+            Err(Override::Pinned),
+        ),
+        (
+            "replica: a locking read, overridden",
+            Replica,
+            FOR_UPDATE,
+            plain,
+            on,
+            cluster(),
+            writer(ToWriter::NotSafe(WriterOnly::LockingRead)),
+            Err(Override::NotReplicaSafe),
+        ),
+        (
+            "replica: split off and a write, overridden to the writer",
+            Replica,
+            ReadSafety::default(),
+            plain,
+            split_off,
+            cluster(),
+            writer(ToWriter::SplitOff),
+            Err(Override::NotReplicaSafe),
+        ),
+        (
+            "replica: only one that has the session's write",
+            Replica,
+            SAFE,
+            wrote_45,
+            on,
+            cluster(),
+            Route::Replica { index: 2 },
+            Ok(()),
+        ),
+        (
+            "replica: none usable, to the writer",
+            Replica,
+            SAFE,
+            plain,
+            on,
+            with_servers(vec![server(Role::Writer, 0, "0-1-50")]),
+            writer(ToWriter::NoReplica),
+            Err(Override::NoReplica),
+        ),
+        (
+            "replica: an unreadable token, to the writer",
+            Replica,
+            SAFE,
+            unreadable,
+            on,
+            cluster(),
+            writer(ToWriter::UnreadableToken),
+            Err(Override::UnreadableToken),
+        ),
+        (
+            "server: a named replica",
+            Server(1),
+            SAFE,
+            plain,
+            on,
+            cluster(),
+            Route::Replica { index: 1 },
+            Ok(()),
+        ),
+        (
+            "server: the writer by name",
+            Server(0),
+            SAFE,
+            plain,
+            on,
+            cluster(),
+            writer(ToWriter::Rule),
+            Ok(()),
+        ),
+        (
+            "server: a replica without the session's write",
+            Server(1),
+            SAFE,
+            wrote_45,
+            on,
+            cluster(),
+            Route::Replica { index: 2 },
+            Err(Override::NoReplica),
+        ),
+        (
+            "server: an excluded replica",
+            Server(2),
+            SAFE,
+            plain,
+            on,
+            with_servers(vec![
+                server(Role::Writer, 0, "0-1-50"),
+                server(Role::Replica, 0, "0-1-50"),
+                ServerView {
+                    role: Role::Excluded(Exclusion::CheckFailed(CheckFailure::Unreachable)),
+                    lag: None,
+                    position: None,
+                },
+            ]),
+            Route::Replica { index: 1 },
+            Err(Override::NoReplica),
+        ),
+        (
+            "held read-only transaction: a replica wish fits",
+            Replica,
+            SAFE,
+            read_only_on_1,
+            on,
+            cluster(),
+            Route::Held { index: 1 },
+            Ok(()),
+        ),
+        (
+            "held read-only transaction: a writer wish is overridden",
+            Writer,
+            SAFE,
+            read_only_on_1,
+            on,
+            cluster(),
+            Route::Held { index: 1 },
+            Err(Override::Transaction),
+        ),
+        (
+            "held read-only transaction: another server is overridden",
+            Server(2),
+            SAFE,
+            read_only_on_1,
+            on,
+            cluster(),
+            Route::Held { index: 1 },
+            Err(Override::Transaction),
+        ),
+    ];
+    for (name, wish, statement, session, config, topology, want, outcome) in cases {
+        let input = RouteInput {
+            statement,
+            session,
+            config: &config,
+            topology: &topology,
+            queued: &[],
+            tie_break: 0,
+        };
+        assert_eq!(route_wished(&input, wish), (want, outcome), "{name}");
+    }
 }

@@ -121,6 +121,7 @@ impl Connect for BackendConnect {
             user: Arc::from(target.user.as_str()),
             caps: 0,
             collation: 45,
+            globals: 0,
         };
         let conn = BackendConn::connect(target, key)
             .await

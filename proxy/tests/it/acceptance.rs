@@ -1,4 +1,4 @@
-//! Issue 4's load acceptance: 512 clients with session variables or prepared statements
+//! Load acceptance: 512 clients with session variables or prepared statements
 //! stay multiplexed over P=4 without pinning, and `KILL QUERY` through sluice is prompt.
 //! Sizes are fixed; timings here are limits against hangs, not performance assertions.
 

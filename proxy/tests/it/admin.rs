@@ -551,10 +551,18 @@ async fn reload_applies_a_new_queue_timeout_and_keeps_running_on_a_broken_file()
     let proxy = start(cfg).await;
     let mut a = admin(&proxy).await;
 
-    // The one slot is held by an open transaction, so the next statement must queue.
+    // The one slot is held by a long statement, so the next statement must queue.
     let mut holder = connect(&proxy, None).await;
-    holder.query_drop("BEGIN").await.unwrap();
-    holder.query_drop("SELECT 1").await.unwrap();
+    let ctx = proxy.context().clone();
+    let long = tokio::spawn(async move {
+        holder.query_drop("DO SLEEP(2)").await.unwrap();
+        holder
+    });
+    assert!(
+        eventually(Duration::from_secs(5), || ctx.pool.snapshot().slots_in_use
+            == 1)
+        .await
+    );
 
     std::fs::write(&path, config_file("300ms", "127.0.0.1:1")).unwrap();
     let changes = rows(&mut a, "RELOAD").await;
@@ -605,7 +613,7 @@ async fn reload_applies_a_new_queue_timeout_and_keeps_running_on_a_broken_file()
     );
     assert_ne!(value("listen").as_deref(), Some("127.0.0.1:1"));
 
-    holder.query_drop("COMMIT").await.unwrap();
+    let holder = long.await.unwrap();
     assert_eq!(
         waiter.query_first::<u8, _>("SELECT 1").await.unwrap(),
         Some(1),

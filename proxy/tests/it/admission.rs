@@ -13,7 +13,7 @@ async fn a_burst_beyond_max_queue_wait_is_shed_fast_and_transactions_are_not() {
     let mut cfg = config(1);
     cfg.max_queue_wait = Some(Duration::from_millis(300));
     let proxy = start(cfg).await;
-    // A session in a transaction holds its slot (and its statements are never shed).
+    // A session in a transaction: its statements go ahead of the queue and are never shed.
     let mut tx = connect(&proxy, None).await;
     tx.query_drop("BEGIN").await.unwrap();
     tx.query_drop("SELECT SLEEP(0.05)").await.unwrap();
@@ -32,7 +32,7 @@ async fn a_burst_beyond_max_queue_wait_is_shed_fast_and_transactions_are_not() {
             })
         })
         .collect();
-    // The burst queues behind the transaction; the transaction goes on regardless.
+    // The burst queues; the transaction goes on regardless.
     tokio::time::sleep(Duration::from_millis(100)).await;
     for _ in 0..3 {
         tx.query_drop("SELECT SLEEP(0.05)")

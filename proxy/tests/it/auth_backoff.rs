@@ -1,4 +1,4 @@
-//! The per-address login backoff (issue 6): repeated failures from one address slow its
+//! The per-address login backoff: repeated failures from one address slow its
 //! logins down, a correct password still gets in, and a success clears the address.
 
 use std::time::{Duration, Instant};

@@ -23,10 +23,11 @@ struct Endpoint {
 
 impl Endpoint {
     fn sluice(proxy: &ProxyHandle) -> Endpoint {
+        let (user, password) = login_for(proxy, "app", "secret");
         Endpoint {
             addr: proxy.local_addr(),
-            user: "app".into(),
-            password: "secret".into(),
+            user: user.into(),
+            password: password.into(),
         }
     }
 
@@ -82,7 +83,7 @@ fn text(bytes: &[u8]) -> String {
 /// procedure with two result sets, `SELECT DATABASE()` before and after `USE`, `source` of a
 /// file, an error that `--force` steps over. Output must equal the direct run's byte for byte.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb_cli_batch_output_matches_direct() {
+pub(crate) async fn mariadb_cli_batch_output_matches_direct() {
     fresh_db("t_cli").await;
     let mut d = direct(Some("t_cli")).await;
     d.query_drop("CREATE PROCEDURE two() BEGIN SELECT 1 AS a; SELECT 'b' AS b, NULL AS c; END")
@@ -244,7 +245,7 @@ async fn sysbench_oltp_read_only_runs_with_zero_errors() {
 /// Binary protocol: several prepared statements with typed parameters and results (NULLs,
 /// extremes, utf8mb4, dates, decimals, blobs), compared value by value with a direct run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_async_binary_protocol_matches_direct() {
+pub(crate) async fn mysql_async_binary_protocol_matches_direct() {
     fresh_db("t_binary").await;
     let mut d = direct(Some("t_binary")).await;
     d.query_drop(
@@ -476,7 +477,7 @@ async fn change_user_verifies_the_password_and_starts_a_fresh_session() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reset_connection_clears_user_variables_and_session_state() {
+pub(crate) async fn reset_connection_clears_user_variables_and_session_state() {
     let proxy = start(config(2)).await;
     let mut c = connect(&proxy, None).await;
     let default_tz: String = c.query_first("SELECT @@time_zone").await.unwrap().unwrap();

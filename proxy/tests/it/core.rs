@@ -10,7 +10,7 @@ use sluice::stats::PinReason;
 use crate::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_clients_share_a_small_pool_and_get_correct_results() {
+pub(crate) async fn many_clients_share_a_small_pool_and_get_correct_results() {
     fresh_db("t_many").await;
     let mut setup = direct(Some("t_many")).await;
     setup
@@ -58,7 +58,7 @@ async fn many_clients_share_a_small_pool_and_get_correct_results() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wrong_password_gets_1045_and_unknown_database_gets_1049() {
+pub(crate) async fn wrong_password_gets_1045_and_unknown_database_gets_1049() {
     let proxy = start(config(2)).await;
     let err = Conn::new(opts(&proxy, "app", "wrong", None))
         .await
@@ -83,7 +83,7 @@ async fn wrong_password_gets_1045_and_unknown_database_gets_1049() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_transaction_keeps_its_backend_until_commit() {
+pub(crate) async fn a_transaction_keeps_its_backend_until_commit() {
     fresh_db("t_tx").await;
     direct(Some("t_tx"))
         .await
@@ -124,7 +124,7 @@ async fn a_transaction_keeps_its_backend_until_commit() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn session_variables_are_replayed_not_pinned() {
+pub(crate) async fn session_variables_are_replayed_not_pinned() {
     let proxy = start(config(2)).await;
     let mut conns = Vec::new();
     for i in 0..8 {
@@ -478,7 +478,7 @@ async fn next_statement_variables_apply_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn user_variables_pin_and_never_leak() {
+pub(crate) async fn user_variables_pin_and_never_leak() {
     let proxy = start(config(1)).await;
     let mut a = connect(&proxy, None).await;
     a.query_drop("SET @secret = 42").await.unwrap();
@@ -502,7 +502,7 @@ async fn user_variables_pin_and_never_leak() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn session_state_does_not_leak_to_the_next_client() {
+pub(crate) async fn session_state_does_not_leak_to_the_next_client() {
     fresh_db("t_leak").await;
     let proxy = start(config(1)).await;
     let mut a = connect(&proxy, Some("t_leak")).await;
@@ -523,7 +523,8 @@ async fn session_state_does_not_leak_to_the_next_client() {
 }
 
 /// P=2: one client holds a row lock inside a transaction, four clients block on it; the
-/// holder's COMMIT must still get through at once (it keeps its slot).
+/// holder's COMMIT must still get through at once (no slot comes back, so it runs beyond
+/// pool_size).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_holder_commits_while_others_wait_on_its_lock() {
     fresh_db("t_lock").await;
@@ -578,11 +579,21 @@ async fn queue_timeout_gives_9001_and_the_session_survives() {
     let proxy = start(cfg).await;
     let mut a = connect(&proxy, None).await;
     let mut b = connect(&proxy, None).await;
-    a.query_drop("BEGIN").await.unwrap();
+    // A long statement holds the only slot.
+    let ctx = proxy.context().clone();
+    let long = tokio::spawn(async move {
+        a.query_drop("DO SLEEP(1)").await.unwrap();
+        a
+    });
+    assert!(
+        eventually(Duration::from_secs(5), || ctx.pool.snapshot().slots_in_use
+            == 1)
+        .await
+    );
     let err = b.query_drop("SELECT 1").await.unwrap_err();
     assert_eq!(code_of(&err), Some(9001), "{err}");
     assert!(err.to_string().contains("pool_size=1"), "{err}");
-    a.query_drop("COMMIT").await.unwrap();
+    let a = long.await.unwrap();
     assert_eq!(b.query_first::<u8, _>("SELECT 1").await.unwrap(), Some(1));
     a.disconnect().await.unwrap();
     b.disconnect().await.unwrap();
@@ -605,7 +616,7 @@ async fn max_client_connections_gives_1040() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn multi_statements_and_procedures_return_every_result_set() {
+pub(crate) async fn multi_statements_and_procedures_return_every_result_set() {
     fresh_db("t_multi").await;
     let mut d = direct(Some("t_multi")).await;
     d.query_drop("CREATE PROCEDURE two() BEGIN SELECT 1 AS a; SELECT 2 AS b, 3 AS c; END")
@@ -683,7 +694,7 @@ async fn the_mariadb_cli_works_through_sluice() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connection_id_is_sluices_id_on_every_backend() {
+pub(crate) async fn connection_id_is_sluices_id_on_every_backend() {
     let proxy = start(config(3)).await;
     let mut a = connect(&proxy, None).await;
     let mut others = Vec::new();
@@ -721,7 +732,7 @@ async fn connection_id_is_sluices_id_on_every_backend() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn prepared_statements_are_shared_without_pinning() {
+pub(crate) async fn prepared_statements_are_shared_without_pinning() {
     fresh_db("t_ps").await;
     direct(Some("t_ps"))
         .await
@@ -795,8 +806,53 @@ async fn prepared_statements_are_shared_without_pinning() {
     proxy.shutdown().await;
 }
 
+/// A client that never closes its statements (a driver without a statement cache, preparing
+/// for every execution) holds one id per PREPARE, as on the server: past
+/// `max_prepared_statements_per_client` the next PREPARE gets the server's 1461 and the
+/// session goes on; closing one makes room again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn warnings_and_last_insert_id_follow_the_session() {
+async fn prepared_statements_a_client_holds_open_are_capped_with_1461() {
+    let mut cfg = config(2);
+    cfg.max_prepared_statements_per_client = 8;
+    let proxy = start(cfg).await;
+    let mut conn = connect(&proxy, None).await; // stmt_cache_size(0): nothing is closed
+    let mut held = Vec::new();
+    for i in 0..8u32 {
+        // The same text again and again (shared inside sluice) and other texts.
+        let sql = if i % 2 == 0 {
+            "SELECT ? + 1".to_string()
+        } else {
+            format!("SELECT ? + {i}")
+        };
+        held.push(conn.prep(sql).await.expect("prepared under the cap"));
+    }
+    let err = conn
+        .prep("SELECT ? + 1")
+        .await
+        .expect_err("one more than the cap");
+    assert_eq!(code_of(&err), Some(1461), "{err}");
+    assert_eq!(state_of(&err).as_deref(), Some("42000"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("max_prepared_statements_per_client"),
+        "{err}"
+    );
+    // The session goes on with what it holds.
+    for (i, stmt) in held.iter().enumerate() {
+        let add = if i % 2 == 0 { 1 } else { i as u64 };
+        let got: Option<u64> = conn.exec_first(stmt, (41u64,)).await.expect("executes");
+        assert_eq!(got, Some(41 + add));
+    }
+    conn.close(held.remove(0)).await.expect("closes");
+    let again = conn.prep("SELECT ? + 1").await.expect("room after a close");
+    let got: Option<u64> = conn.exec_first(&again, (1u64,)).await.expect("executes");
+    assert_eq!(got, Some(2));
+    conn.disconnect().await.expect("disconnects");
+    proxy.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+pub(crate) async fn warnings_and_last_insert_id_follow_the_session() {
     fresh_db("t_diag").await;
     direct(Some("t_diag"))
         .await

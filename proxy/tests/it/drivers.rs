@@ -164,13 +164,14 @@ async fn ensure_installed(driver: &Driver) -> Result<(), String> {
 fn endpoints(proxy: &ProxyHandle) -> [(String, u16, String, String); 2] {
     let s = server();
     let addr = proxy.local_addr();
+    let (user, password) = login_for(proxy, "app", "secret");
     [
         (s.host.clone(), s.port, APP_USER.into(), APP_PASSWORD.into()),
         (
             addr.ip().to_string(),
             addr.port(),
-            "app".into(),
-            "secret".into(),
+            user.into(),
+            password.into(),
         ),
     ]
 }
@@ -303,7 +304,7 @@ fn pymysql() -> Driver {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pymysql_sees_the_same_results_as_direct() {
+pub(crate) async fn pymysql_sees_the_same_results_as_direct() {
     transcripts_match(pymysql(), "t_drv_pymysql").await;
 }
 
@@ -327,7 +328,7 @@ fn mysqlclient() -> Driver {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysqlclient_sees_the_same_results_as_direct() {
+pub(crate) async fn mysqlclient_sees_the_same_results_as_direct() {
     transcripts_match(mysqlclient(), "t_drv_mysqlclient").await;
 }
 
@@ -350,7 +351,7 @@ fn connector_python() -> Driver {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_connector_python_sees_the_same_results_as_direct() {
+pub(crate) async fn mysql_connector_python_sees_the_same_results_as_direct() {
     transcripts_match(connector_python(), "t_drv_connector").await;
 }
 
@@ -374,7 +375,7 @@ fn connector_python_c() -> Driver {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_connector_python_c_extension_sees_the_same_results_as_direct() {
+pub(crate) async fn mysql_connector_python_c_extension_sees_the_same_results_as_direct() {
     transcripts_match(connector_python_c(), "t_drv_connector_c").await;
 }
 
@@ -393,7 +394,7 @@ fn node_mysql2() -> Driver {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_mysql2_sees_the_same_results_as_direct() {
+pub(crate) async fn node_mysql2_sees_the_same_results_as_direct() {
     transcripts_match(node_mysql2(), "t_drv_mysql2").await;
 }
 
@@ -417,7 +418,7 @@ fn php() -> Driver {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn php_pdo_and_mysqli_see_the_same_results_as_direct() {
+pub(crate) async fn php_pdo_and_mysqli_see_the_same_results_as_direct() {
     transcripts_match(php(), "t_drv_php").await;
 }
 
@@ -437,7 +438,7 @@ fn connector_j() -> Driver {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb_connector_j_sees_the_same_results_as_direct() {
+pub(crate) async fn mariadb_connector_j_sees_the_same_results_as_direct() {
     transcripts_match(connector_j(), "t_drv_jdbc").await;
 }
 
@@ -723,7 +724,7 @@ async fn mysql_async_transcript(o: Opts) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_async_sees_the_same_results_as_direct() {
+pub(crate) async fn mysql_async_sees_the_same_results_as_direct() {
     let db = "t_drv_mysql_async";
     fresh_db(db).await;
     let proxy = start(config(4)).await;

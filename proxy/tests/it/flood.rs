@@ -1,4 +1,4 @@
-//! Slow-login flood (issue 6): thousands of connections that never finish the handshake are
+//! Slow-login flood: thousands of connections that never finish the handshake are
 //! dropped after `client_login_timeout`, and real clients log in and query normally while
 //! the flood holds its sockets.
 

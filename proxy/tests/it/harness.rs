@@ -22,6 +22,12 @@ pub const APP_USER: &str = "sluice_app";
 /// Password of [`APP_USER`].
 pub const APP_PASSWORD: &str = "sluice-app-pw";
 
+/// The service account sluice reads the server's accounts with (`auth_user`): SELECT on
+/// `mysql.global_priv` and nothing else.
+pub const AUTH_USER: &str = "sluice_auth";
+/// Password of [`AUTH_USER`].
+pub const AUTH_PASSWORD: &str = "sluice-auth-pw";
+
 /// What [`APP_USER`] may use: `GRANT ALL` on each (`_` escaped, so `t\_%` is `t_` + anything).
 const APP_DATABASES: &[&str] = &["t\\_%", "bench", "test", "client\\_test\\_db"];
 
@@ -71,6 +77,17 @@ pub async fn create_app_account(addr: &str, root_user: &str, root_password: &str
                 .expect("GRANT");
         }
     }
+    // The service account of `auth_source = server`, with the one grant it needs.
+    c.query_drop(format!(
+        "CREATE USER IF NOT EXISTS '{AUTH_USER}'@'%' IDENTIFIED BY '{AUTH_PASSWORD}'"
+    ))
+    .await
+    .expect("CREATE USER");
+    c.query_drop(format!(
+        "GRANT SELECT ON mysql.global_priv TO '{AUTH_USER}'@'%'"
+    ))
+    .await
+    .expect("GRANT");
     c.disconnect().await.expect("disconnect");
 }
 
@@ -89,11 +106,69 @@ pub fn backend_addr() -> String {
     format!("{}:{}", s.host, s.port)
 }
 
+thread_local! {
+    /// The harness variant in which sluice has no `users` list and reads the server's
+    /// accounts (`auth_source = server`): [`config`] builds that config on this thread, and
+    /// the `app`/`secret` logins of a sluice so configured become the application account's
+    /// own ([`login_for`]). Set by `accounts_suite`, which runs existing tests under it.
+    static ACCOUNTS_FROM_SERVER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `test` in the variant with accounts from the server (see [`ACCOUNTS_FROM_SERVER`]).
+pub fn with_accounts_from_server(test: fn()) {
+    ACCOUNTS_FROM_SERVER.with(|v| v.set(true));
+    let outcome = std::panic::catch_unwind(test);
+    ACCOUNTS_FROM_SERVER.with(|v| v.set(false));
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Whether this thread runs the accounts-from-the-server variant.
+pub fn accounts_from_server() -> bool {
+    ACCOUNTS_FROM_SERVER.with(|v| v.get())
+}
+
+/// The login a test means by `user`/`password` through `proxy`: as given, or, when that
+/// sluice reads only the server's accounts, the application account's own name for `app`
+/// and its password for `secret`.
+pub fn login_for<'a>(proxy: &ProxyHandle, user: &'a str, password: &'a str) -> (&'a str, &'a str) {
+    let server_only = proxy.context().config().auth_source() == sluice::config::AuthSource::Server;
+    if !server_only {
+        return (user, password);
+    }
+    let user = if user == "app" { APP_USER } else { user };
+    let password = if password == "secret" {
+        APP_PASSWORD
+    } else {
+        password
+    };
+    (user, password)
+}
+
 /// A config for an in-process sluice in front of the test server, user `app`/`secret`
-/// mapped to the application account [`APP_USER`].
+/// mapped to the application account [`APP_USER`] (or, in the variant, no users list and the
+/// server's accounts: [`config_server_accounts`]).
 pub fn config(pool_size: u32) -> Config {
     server();
+    if accounts_from_server() {
+        return config_server_accounts(pool_size);
+    }
     config_for(backend_addr(), APP_USER, APP_PASSWORD, pool_size)
+}
+
+/// sluice with no `users` list, reading the server's accounts as [`AUTH_USER`]: clients log
+/// in with their own server accounts (the application account among them).
+pub fn config_server_accounts(pool_size: u32) -> Config {
+    server();
+    let mut cfg = config_for(backend_addr(), APP_USER, APP_PASSWORD, pool_size);
+    cfg.users.clear();
+    cfg.auth_source = Some(sluice::config::AuthSource::Server);
+    cfg.auth_user = Some(sluice::config::AuthUser {
+        name: AUTH_USER.into(),
+        password: sluice::config::Secret::new(AUTH_PASSWORD.into()),
+    });
+    cfg
 }
 
 /// Like [`config`], but sluice logs in to the backend with the server's privileged account
@@ -105,6 +180,11 @@ pub fn config_privileged(pool_size: u32) -> Config {
 
 pub async fn start(cfg: Config) -> ProxyHandle {
     init_logs();
+    // A test run in the variant must not build a config of its own: it would not test it.
+    assert!(
+        !accounts_from_server() || cfg.auth_source() == sluice::config::AuthSource::Server,
+        "a test run with accounts from the server started sluice with a users list"
+    );
     Proxy::bind(cfg).await.expect("sluice starts")
 }
 
@@ -118,7 +198,9 @@ pub fn init_logs() {
 }
 
 /// Client options for sluice at `proxy` (never via a Unix socket: that would bypass it).
+/// `user`/`password` as [`login_for`] reads them.
 pub fn opts(proxy: &ProxyHandle, user: &str, password: &str, db: Option<&str>) -> Opts {
+    let (user, password) = login_for(proxy, user, password);
     opts_at(proxy.local_addr(), user, password, db).into()
 }
 

@@ -1,7 +1,7 @@
 //! CONNECTION_ID() and KILL with the application account, which may not set
 //! `pseudo_thread_id`: sluice rewrites the calls in the statement's text. What a driver sees
 //! (value, column name, type) must equal a direct session's; what the rewrite cannot reach
-//! (stored routines, IS_USED_LOCK(), PROCESSLIST) is pinned down here exactly as the README
+//! (stored routines, PROCESSLIST) is pinned down here exactly as the README
 //! says. The privileged path is in `privileged.rs`.
 
 use std::time::{Duration, Instant};
@@ -90,7 +90,7 @@ async fn id_binary(c: &mut Conn) -> u64 {
 /// Every form the issue names: text and binary, expressions, WHERE, subqueries, after errors,
 /// after COM_RESET_CONNECTION and COM_CHANGE_USER, on whichever backend runs it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connection_id_is_the_clients_id_in_every_form() {
+pub(crate) async fn connection_id_is_the_clients_id_in_every_form() {
     fresh_db("t_id_forms").await;
     let proxy = start(config(4)).await;
     let mut busy = Vec::new();
@@ -145,10 +145,11 @@ async fn connection_id_is_the_clients_id_in_every_form() {
     assert!(c.reset().await.unwrap(), "COM_RESET_CONNECTION was used");
     assert_eq!(id_text(&mut c).await, me, "after COM_RESET_CONNECTION");
     assert_eq!(id_binary(&mut c).await, me);
+    let (user, password) = login_for(&proxy, "app", "secret");
     c.change_user(
         ChangeUserOpts::new()
-            .with_user(Some("app".into()))
-            .with_pass(Some("secret".into())),
+            .with_user(Some(user.into()))
+            .with_pass(Some(password.into())),
     )
     .await
     .unwrap();
@@ -307,8 +308,9 @@ async fn kill_query_never_reaches_another_sessions_statement() {
 }
 
 /// What the text rewrite cannot reach, exactly as the README says: a stored routine's own
-/// CONNECTION_ID() and IS_USED_LOCK() give the id of the backend connection that runs them
-/// (the server's PROCESSLIST id), not the client's.
+/// CONNECTION_ID() in a routine and PROCESSLIST give the id of the backend connection that
+/// runs them (the server's PROCESSLIST id), not the client's; IS_USED_LOCK() gives the
+/// holder's client id (`lock_owner.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routines_locks_and_processlist_show_the_backends_id() {
     fresh_db("t_id_limits").await;
@@ -338,8 +340,8 @@ async fn routines_locks_and_processlist_show_the_backends_id() {
         .unwrap()
         .unwrap();
     assert_eq!(
-        owner, backend,
-        "IS_USED_LOCK() names the backend connection"
+        owner, me,
+        "IS_USED_LOCK() names the holder as its CONNECTION_ID() does, as directly"
     );
     assert_eq!(
         id_text(&mut c).await,

@@ -1,7 +1,8 @@
 //! Isolation stress: 200 clients over P=4, each with its own session state (time zone,
 //! sql_mode, prepared statements, user variables, temporary tables) and its own
 //! transactions, randomly interleaved. Nothing may cross from one session to another, and
-//! the clients that keep no pinning state never push backend connections above P.
+//! the clients that keep no pinning state never push backend connections above P, besides
+//! the one each open transaction keeps between its statements.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ const DB: &str = "t_iso";
 const ROUNDS: usize = 12;
 
 /// What a client keeps in its session, and so what it checks after every step.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
     /// SET time_zone and sql_mode, text queries: replayed, never pinned.
     Settings,
@@ -184,7 +185,7 @@ async fn join_all(tasks: Vec<tokio::task::JoinHandle<()>>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn isolation_stress_200_clients_over_p4_nothing_crosses_sessions() {
+pub(crate) async fn isolation_stress_200_clients_over_p4_nothing_crosses_sessions() {
     fresh_db(DB).await;
     let mut d = direct(Some(DB)).await;
     d.query_drop("CREATE TABLE iso (client INT, n INT, KEY (client)) ENGINE=InnoDB")
@@ -223,8 +224,14 @@ async fn isolation_stress_200_clients_over_p4_nothing_crosses_sessions() {
     let admin_max = sampler.await.unwrap();
     let open = max_open.load(Ordering::Relaxed);
     let stats = proxy.context().stats.clone();
+    // A transaction keeps its backend between its statements (on a pinned place), without
+    // an execution slot: one backend per transaction client at most, beside the P others.
+    let bound = P
+        + (0..150)
+            .filter(|i| kinds[i % 3] == Kind::Transactions)
+            .count() as u32;
     assert!(
-        open <= P && admin_max <= u64::from(P),
+        open <= bound && admin_max <= u64::from(bound),
         "stateless clients opened {open} backends (admin port saw {admin_max}), P = {P}; \
          recycles: reset {} close {}; backend connects {}; closes {:?}",
         stats.recycles_by(RecycleOutcome::Reset),
@@ -362,7 +369,7 @@ async fn sessions_without_a_database_never_see_one_and_do_not_churn_backends() {
 /// must keep that backend until its next statement replaces them, or the next session to
 /// run SHOW WARNINGS there would read them (P=1, so both would share it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn warnings_read_by_one_session_never_reach_the_next() {
+pub(crate) async fn warnings_read_by_one_session_never_reach_the_next() {
     let mut cfg = config(1);
     cfg.pipeline_depth = 1;
     let proxy = start(cfg).await;

@@ -1,6 +1,6 @@
 //! Every lock a statement can take, with the application account: while it is held the
-//! session keeps its backend and its execution slot (as the admin console's SHOW CLIENTS and
-//! SHOW POOLS show, and the server proves: the lock is only where the holder is); after its
+//! session keeps its backend, and gives its execution slot back after each statement (as the
+//! admin console's SHOW CLIENTS and SHOW POOLS show, and the server proves: the lock is only where the holder is); after its
 //! release the backend goes back and another session takes the lock; and a client that leaves
 //! holding it never hands a backend with the lock to anyone (the server sees it free). The
 //! instance-wide locks, which need RELOAD, are in `privileged.rs`.
@@ -24,6 +24,9 @@ pub(crate) struct View {
     /// Idle backends and all open ones: equal when no session keeps a backend.
     pub idle: u64,
     pub open: u64,
+    /// Backends sessions keep only for their diagnostics after a warning or an error (until
+    /// a statement that names a table replaces them), as SHOW POOLS `pinned_by` says.
+    pub for_diagnostics: u64,
 }
 
 pub(crate) async fn view(a: &mut Conn, client: u32) -> View {
@@ -39,6 +42,11 @@ pub(crate) async fn view(a: &mut Conn, client: u32) -> View {
         active: num(&pools[0], "active"),
         idle: pools.iter().map(|p| num(p, "idle")).sum(),
         open: num(&pools[0], "open"),
+        for_diagnostics: cell(&pools[0], "pinned_by")
+            .unwrap_or_default()
+            .split(',')
+            .find_map(|h| h.strip_prefix("pending_warnings="))
+            .map_or(0, |n| n.parse().unwrap_or(0)),
     }
 }
 
@@ -56,18 +64,25 @@ pub(crate) async fn until(a: &mut Conn, client: u32, what: &str, want: impl Fn(&
     }
 }
 
-/// The lock keeps the session's slot and backend, shown pinned for `reason`.
+/// The lock keeps the session's backend, shown pinned for `reason`; between statements it
+/// holds no execution slot.
 pub(crate) async fn holds(a: &mut Conn, client: u32, reason: &str, what: &str) {
     until(a, client, what, |v| {
-        v.pinned.as_deref() == Some(reason) && v.active == 1 && v.idle + 1 == v.open
+        v.pinned.as_deref() == Some(reason)
+            && v.active == 0
+            && v.idle + 1 + v.for_diagnostics == v.open
     })
     .await;
 }
 
-/// Nothing is held any more: no pin, no slot, every backend idle.
+/// Nothing is held any more: no pin, no slot, every backend idle but those kept for the
+/// diagnostics of a statement that failed (SHOW ERRORS finds the error there, as directly).
 pub(crate) async fn released(a: &mut Conn, client: u32, what: &str) {
     until(a, client, what, |v| {
-        v.pinned.is_none() && v.active == 0 && v.idle == v.open && v.state == "idle"
+        v.pinned.is_none()
+            && v.active == 0
+            && v.idle + v.for_diagnostics == v.open
+            && v.state == "idle"
     })
     .await;
 }
@@ -177,8 +192,9 @@ async fn named_locks_several_twice_not_held_and_all() {
     assert_eq!(one::<u8>(&mut o, "SELECT GET_LOCK('e', 0)").await, 1);
     assert_eq!(one::<u8>(&mut h, "SELECT GET_LOCK('e', 0)").await, 0);
     until(&mut a, id, "a GET_LOCK that timed out", |v| {
-        // Only o holds a lock now: one slot, one backend.
-        v.pinned.is_none() && v.active == 1 && v.idle + 1 == v.open
+        // Only o holds a lock now: one backend, no slot (and h keeps one for the error it
+        // can still read, as directly: GET_LOCK() names no table).
+        v.pinned.is_none() && v.active == 0 && v.idle + 1 + v.for_diagnostics == v.open
     })
     .await;
     assert_eq!(one::<u8>(&mut o, "SELECT RELEASE_LOCK('e')").await, 1);
@@ -288,13 +304,16 @@ async fn lock_tables_until_unlock_a_transaction_or_the_client_leaves() {
     assert_eq!(can_write_t(&mut o).await, Ok(()));
 
     // Starting a transaction ends LOCK TABLES (the server's implicit UNLOCK TABLES); the
-    // transaction then keeps the slot, and COMMIT gives everything back.
+    // transaction then keeps the backend, and COMMIT gives everything back.
     for begin in ["START TRANSACTION", "BEGIN"] {
         h.query_drop("LOCK TABLES t READ").await.unwrap();
         holds(&mut a, id, "table_lock", "LOCK TABLES READ").await;
         h.query_drop(begin).await.unwrap();
         until(&mut a, id, begin, |v| {
-            v.pinned.is_none() && v.state == "idle_in_transaction" && v.active == 1
+            v.pinned.is_none()
+                && v.state == "idle_in_transaction"
+                && v.active == 0
+                && v.idle + 1 + v.for_diagnostics == v.open
         })
         .await;
         assert_eq!(can_write_t(&mut o).await, Ok(()), "after {begin}");
@@ -344,7 +363,7 @@ async fn lock_tables_until_unlock_a_transaction_or_the_client_leaves() {
     proxy.shutdown().await;
 }
 
-/// An XA transaction keeps its session's slot and backend from XA START to XA COMMIT or
+/// An XA transaction keeps its session's backend from XA START to XA COMMIT or
 /// ROLLBACK (two-phase or one), and one left prepared by a client that leaves survives as it
 /// does on the server directly: another session finds it in XA RECOVER and commits it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -355,7 +374,11 @@ async fn xa_transactions_keep_their_backend_until_they_end() {
     let mut h = connect(&proxy, Some(db)).await;
     let mut o = connect(&proxy, Some(db)).await;
     let id = h.id();
-    let in_xa = |v: &View| v.state == "idle_in_transaction" && v.active == 1;
+    let in_xa = |v: &View| {
+        v.state == "idle_in_transaction"
+            && v.active == 0
+            && v.idle + 1 + v.for_diagnostics == v.open
+    };
 
     for (n, end) in [
         (2, &["XA END 'x2'", "XA PREPARE 'x2'", "XA COMMIT 'x2'"][..]),
@@ -437,7 +460,7 @@ async fn xa_transactions_keep_their_backend_until_they_end() {
     proxy.shutdown().await;
 }
 
-/// BACKUP LOCK needs no privilege: it keeps the session's slot and backend through UNLOCK
+/// BACKUP LOCK needs no privilege: it keeps the session's backend through UNLOCK
 /// TABLES and a transaction, until BACKUP UNLOCK (or the client leaves), and blocks DDL on
 /// its table meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,7 @@
-//! Pinned sessions never freeze the proxy (issue 13, part 2): logins never wait for a pool
-//! connection, stateless statements are always served, and a session that cannot get a
-//! backend to pin hears so clearly, before anything it asked for runs. Every test logs in to
-//! the backend with an application account that has grants on its own database only.
+//! Pinned sessions never freeze the proxy: logins never wait for a pool connection,
+//! stateless statements are always served, and a session that cannot get a backend to pin
+//! hears so clearly, before anything it asked for runs. Every test logs in to the backend
+//! with an application account that has grants on its own database only.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -528,7 +528,8 @@ async fn a_session_that_cannot_pin_hears_why_and_nothing_it_asked_for_runs() {
         .await
         .unwrap();
     assert_eq!(free, Some(1), "the refused GET_LOCK took no lock");
-    // Transactions hold an execution slot instead of a pinned place: never refused.
+    // A transaction whose statement finds no pinned place free keeps its execution slot
+    // instead: never refused.
     s3.query_drop("BEGIN").await.unwrap();
     s3.query_drop("CREATE TABLE IF NOT EXISTS kept (x INT)")
         .await

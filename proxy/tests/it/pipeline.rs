@@ -242,8 +242,8 @@ async fn a_read_never_overtakes_a_statement_queued_before_it() {
 }
 
 /// KILL QUERY of a read pipelined between two others: its client gets 1317 at once, the
-/// others their full answers, and the server kills nothing (another session's statement may
-/// be running on that backend). The killed session goes on.
+/// others their full answers (on the server only the victim's statement is stopped, by its
+/// query id: another session's may run on that backend next). The killed session goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_query_of_a_pipelined_read_interrupts_it_and_nothing_else() {
     fresh_db("t_pipe_kill").await;
@@ -354,8 +354,8 @@ async fn pipelined_load_keeps_every_client_served() {
 }
 
 /// Warnings of pipelined reads: the batch's last statement keeps its own for SHOW WARNINGS
-/// (its session keeps the backend), one before it loses them to the next statement on the
-/// backend, and no session ever reads another's.
+/// (its session keeps the backend), one before it finds them replaced on the backend by the
+/// next statement (its session raises its own again), and no session ever reads another's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_warnings_stay_with_their_session_or_are_dropped() {
     let proxy = proxy(1).await;

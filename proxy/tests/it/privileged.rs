@@ -102,7 +102,7 @@ async fn succeeds_soon(c: &mut mysql_async::Conn, sql: &str) {
     }
 }
 
-/// The instance-wide locks (RELOAD): each keeps its session's slot and backend exactly until
+/// The instance-wide locks (RELOAD): each keeps its session's backend exactly until
 /// the statement the server ends it with, and no other: FLUSH TABLES WITH READ LOCK until
 /// UNLOCK TABLES (a transaction does not end it), FLUSH TABLES t WITH READ LOCK / FOR EXPORT
 /// until UNLOCK TABLES or a transaction, BACKUP STAGE until BACKUP STAGE END (not BACKUP

@@ -21,13 +21,17 @@ pub fn header(out: &mut String, rep: &Report) {
         meta("server_kind"), meta("server_version"), meta("server_cpus"), meta("loadgen_cpus"),
         meta("loadgen_worker_threads"), meta("host_cores"), meta("arch")
     );
-    let _ = writeln!(
-        out,
-        "table: {} rows, SCAN_W {}; query: {}",
-        meta("rows"),
-        meta("scan_w"),
-        meta("query")
-    );
+    // A sysbench-only run has neither loadgen's table nor its columns.
+    let sysbench_only = rep.sysbench_only();
+    if !sysbench_only {
+        let _ = writeln!(
+            out,
+            "table: {} rows, SCAN_W {}; query: {}",
+            meta("rows"),
+            meta("scan_w"),
+            meta("query")
+        );
+    }
     let _ = writeln!(
         out,
         "host load average: {} at start, {} at end (other work on the host skews every number)",
@@ -44,6 +48,9 @@ pub fn header(out: &mut String, rep: &Report) {
             c.p50_ms, c.p99_ms, c.mean_ms, c.queries,
             c.rows_returned.map_or_else(|| "?".to_string(), |n| n.to_string())
         );
+    }
+    if sysbench_only {
+        return;
     }
     let _ = writeln!(
         out,

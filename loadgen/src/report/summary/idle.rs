@@ -37,7 +37,7 @@ pub fn idle(out: &mut String, rep: &Report) {
         }
         let _ = writeln!(
             out,
-            "The seed study saw a large drop with idle connections; read the direct ratio above to see whether it\n\
+            "The original study saw a large drop with idle connections; read the direct ratio above to see whether it\n\
              reproduces on this server. Through sluice the idle clients hold no server connection at all."
         );
     }

@@ -1,5 +1,5 @@
-//! `summary.txt`: tables like the seed's, the headline ratios, and plain words on what a row
-//! means when fairness is poor. One section to a file; [`render`] puts them in order.
+//! `summary.txt`: tables like the original study's, the headline ratios, and plain words on
+//! what a row means when fairness is poor. One section to a file; [`render`] puts them in order.
 
 pub mod adaptive;
 pub mod admission;
@@ -14,6 +14,7 @@ pub mod pool;
 pub mod proxy;
 pub mod recommendation;
 pub mod sessions;
+pub mod sysbench;
 pub mod table;
 
 use crate::report::results::Report;
@@ -27,11 +28,15 @@ pub fn render(rep: &Report) -> String {
     open_loop::open_loop(&mut out, rep);
     proxy::proxy(&mut out, rep);
     overhead::overhead(&mut out, rep);
+    sysbench::sysbench(&mut out, rep);
     sessions::sessions(&mut out, rep);
     idle::idle(&mut out, rep);
     adaptive::adaptive(&mut out, rep);
-    fairness::fairness(&mut out, &rep.rows);
-    cost::cost(&mut out, &rep.rows);
+    // A sysbench-only run has no loadgen clients to judge.
+    if !rep.sysbench_only() {
+        fairness::fairness(&mut out, &rep.rows);
+        cost::cost(&mut out, &rep.rows);
+    }
     recommendation::recommendation(&mut out, rep);
     out
 }
@@ -91,7 +96,7 @@ pub mod fixtures {
         }
     }
 
-    /// The seed's curve: a peak of 1137 QPS at C=4, 720 QPS at C=512.
+    /// The original study's curve: a peak of 1137 QPS at C=4, 720 QPS at C=512.
     pub fn seed_curve() -> Vec<LevelResult> {
         [
             (1, 340.0, 5.2),

@@ -1,4 +1,4 @@
-//! The overhead experiment: its table, and issue 17's relay cost, sluice against HAProxy in
+//! The overhead experiment: its table, and the relay-cost goal, sluice against HAProxy in
 //! TCP mode side by side in the same run: the goal's ratios round by round, and the counted
 //! costs (syscalls and instructions per query) of every relay. Everything is computed from
 //! the rows ([`crate::analysis::relay_cost`]) and `overhead_syscalls.csv`, so `loadgen report`
@@ -184,13 +184,13 @@ fn round_prefix(several: bool, round: usize) -> String {
     }
 }
 
-/// Issue 17's goal, round by round, each round's busy-polling lines after its latency goal,
+/// The relay-cost goal, round by round, each round's busy-polling lines after its latency goal,
 /// and the range over the rounds.
 fn goal_lines(out: &mut String, goals: &[Goal], busy: &[BusyPoll], several: bool) {
     if goals.is_empty() {
         let _ = writeln!(
             out,
-            "Issue 17's goal cannot be judged: the run has no HAProxy rows or no sluice rows."
+            "The relay-cost goal cannot be judged: the run has no HAProxy rows or no sluice rows."
         );
         let mut rounds: Vec<usize> = busy.iter().map(|b| b.round).collect();
         rounds.dedup();
@@ -202,7 +202,7 @@ fn goal_lines(out: &mut String, goals: &[Goal], busy: &[BusyPoll], several: bool
     }
     let _ = writeln!(
         out,
-        "\nIssue 17's goal, sluice against HAProxy measured side by side in the same run{}:",
+        "\nThe relay-cost goal, sluice against HAProxy measured side by side in the same run{}:",
         if several {
             " (each round on its own)"
         } else {
@@ -502,7 +502,7 @@ mod tests {
         }
     }
 
-    fn issue17() -> Report {
+    fn relay_cost_run() -> Report {
         let mut direct1 = row("overhead", "direct", 1, 21400.0, 0.09);
         direct1.p50_ms = 0.045;
         let mut direct64 = row("overhead", "direct", 64, 28000.0, 4.4);
@@ -554,7 +554,7 @@ mod tests {
     #[test]
     fn the_goal_lines_state_issue_17s_ratios() {
         let mut out = String::new();
-        overhead(&mut out, &issue17());
+        overhead(&mut out, &relay_cost_run());
         for want in [
             "HAProxy (mode tcp, 1 thread)",
             "pinned relays and load on CPUs [1], server on CPUs [0]",
@@ -592,10 +592,10 @@ mod tests {
         );
     }
 
-    /// [`issue17`] with serial sluice (pipelining off) measured next to pipelined sluice, in
+    /// [`relay_cost_run`] with serial sluice (pipelining off) measured next to pipelined sluice, in
     /// the run's order: relay, haproxy, serial P=4, P=4, serial P=64, P=64.
     fn with_serial() -> Report {
-        let mut rep = issue17();
+        let mut rep = relay_cost_run();
         let serial =
             |pool, clients, qps, p50, cpu| relay_row(SERIAL, Some(pool), clients, qps, p50, cpu);
         let mut s64 = serial(64, 64, 14000.0, 4.5, 42.0);
@@ -746,7 +746,10 @@ mod tests {
             .retain(|r| r.target != "haproxy" && r.target != HAPROXY_BUSY);
         let mut out = String::new();
         overhead(&mut out, &rep);
-        assert!(out.contains("Issue 17's goal cannot be judged"), "{out}");
+        assert!(
+            out.contains("The relay-cost goal cannot be judged"),
+            "{out}"
+        );
         assert!(
             out.lines().any(|l| l == "  busy polling at 1 client: added p50, sluice P=4 polling minus busy polling off: -0.030 ms"),
             "{out}"
@@ -791,7 +794,7 @@ mod tests {
 
     #[test]
     fn several_rounds_are_judged_each_on_its_own_with_their_range() {
-        let mut rep = issue17();
+        let mut rep = relay_cost_run();
         add_round_2(&mut rep, |r| {
             if r.target == "haproxy" {
                 r.cpu_us_per_query = r.cpu_us_per_query.map(|c| c * 1.25);
@@ -841,7 +844,7 @@ mod tests {
         );
         assert!(out.contains("proxy-unix"), "{out}");
         assert!(
-            !out.contains("unrelated") && !out.contains("Issue 17"),
+            !out.contains("unrelated") && !out.contains("relay-cost goal"),
             "{out}"
         );
         let mut none = String::new();

@@ -128,10 +128,10 @@ mod tests {
         assert!(none.is_empty());
     }
 
-    /// Issue 16: the knee at 2 concurrent queries, and P=16's 140 QPS ahead of P=2's 106 QPS
-    /// by noise. The summary must recommend 2 and say the two cannot be told apart.
+    /// A pool-size sweep whose knee is at 2 concurrent queries, and P=16's 140 QPS ahead of
+    /// P=2's 106 QPS by noise. The summary must recommend 2 and say the two cannot be told apart.
     #[test]
-    fn issue_16_a_knee_of_2_and_p16_ahead_by_noise_recommends_2() {
+    fn a_knee_of_2_and_p16_ahead_by_noise_recommends_2() {
         let curve = [
             (1, 60.0, 20.0),
             (2, 106.0, 25.0),

@@ -1,29 +1,23 @@
 //! The session side: PREPARE, EXECUTE, BULK_EXECUTE, FETCH, SEND_LONG_DATA, RESET and
 //! CLOSE.
 
-use std::sync::Arc;
-
-use super::{ClientStmt, StmtCmd};
-use crate::conn::stmts::stmt_key;
+use super::{ClientStmt, Meaning, StmtCmd};
+use crate::conn::stmts::Parse;
 use crate::protocol::{codes, ErrPacket, ResponseKind};
+use crate::session::answer::{Answer, Outgoing};
+use crate::session::route::{Routing, NO_ROUTE};
+use crate::session::statement::Statement;
+use crate::session::values::Around;
 use crate::session::{Flow, Session, Step};
-use crate::stats::{ClientCloseReason, PinReason, Stats};
-
-/// What one try at a statement command came to.
-enum Executed {
-    /// Relayed: the client has the answer, and this is what comes next.
-    Relayed(Flow),
-    /// The client has an error (or, for SEND_LONG_DATA, nothing), and the session goes on.
-    Failed,
-    /// A replica failed before the client saw anything: the command runs again elsewhere.
-    ElsewhereAgain,
-}
+use crate::stats::{ClientCloseReason, Stats};
 
 impl Session {
     /// COM_STMT_PREPARE runs on any backend; the client sees its own statement id.
     pub(in crate::session) async fn prepare(&mut self, packet: &[u8], sql: &[u8]) -> Step {
         Stats::incr(&self.ctx.stats.statements);
-        let class = crate::classify::classify_in(sql, self.state.quoting());
+        // Digested by its text here, once, if anything reads digests (`StmtDef::digest`).
+        let mut digest = None;
+        let class = self.classify_query(sql, self.ctx.rules().as_deref(), &mut digest);
         // With the client's id in its text the statement is this client's own: its
         // backend copy is keyed by that text, so no other client reuses it.
         let rewritten = self.rewritten_sql(sql, &class);
@@ -35,37 +29,55 @@ impl Session {
         // As the server does, a PREPARE that fails leaves no "last prepared" statement,
         // so a pipelined EXECUTE(-1) fails instead of running an older one.
         self.stmts.forget_last();
-        if let Err(err) = self.acquire().await {
+        let cap = self.config.max_prepared_statements_per_client;
+        if self.stmts.len() >= cap as usize {
+            let msg = format!(
+                "Can't create more than max_prepared_statements_per_client statements (current value: {cap}) \
+                 in one session; close the prepared statements it no longer uses (COM_STMT_CLOSE, \
+                 or a client-side statement cache)"
+            );
+            let err = ErrPacket::from_code(codes::MAX_PREPARED_STMT_COUNT_REACHED, msg.as_bytes());
+            self.reply_err(1, &err).await?;
+            return Ok(Flow::Continue);
+        }
+        // What a PREPARE tells the router: nothing (it runs where the session is, or on the
+        // writer).
+        if let Err(err) = self.acquire(&mut Routing::new(&NO_ROUTE)).await {
             self.release_if_possible();
             self.reply_err(1, &err).await?;
             return Ok(Flow::Continue);
         }
         let client_id = self.stmts.next_id();
-        let Some(summary) = self
-            .relay_on_backend(Some(packet), ResponseKind::Prepare, Some(client_id))
-            .await?
-        else {
+        let none = Around::default();
+        let out = Outgoing {
+            rewrite_stmt_id: Some(client_id),
+            ..Outgoing::new(packet, ResponseKind::Prepare, &none)
+        };
+        let Answer::Done(summary, _) = self.relay_on(out).await? else {
             self.release_if_possible();
             return Ok(Flow::Continue);
         };
-        if let (Some(ok), Some(b)) = (summary.prepare_ok.as_ref(), self.backend.as_mut()) {
-            let key = stmt_key(self.state.movable.schema.as_deref(), sql);
+        if let (Some(ok), Some(b)) = (summary.prepare_ok.as_ref(), self.held.backend.as_mut()) {
+            // The backend was in the session's state: the statement's parse is its own.
+            let parse = Parse::of(&b.state, &b.baseline.parse);
+            let quoting = self.state.quoting();
+            let def = self.stmts.define(parse, sql, ok.params, || Meaning {
+                rules: prepared_rules(&class, sql, quoting),
+                reads_only: crate::session::statement::reads_only(&class),
+                route: crate::session::route::Pending::of(&class),
+                outcome_calls: outcome_calls(&class, rewritten.is_some(), sql, quoting),
+                digest,
+            });
             let cap = self.config.max_prepared_statements_per_backend as usize;
-            for old in b.stmts.insert(key.clone(), ok.stmt_id, cap) {
+            for old in b.stmts.insert(def.key.clone(), ok.stmt_id, cap) {
                 b.queue_stmt_close(old);
             }
-            self.stmts.insert(
-                client_id,
-                ClientStmt {
-                    key,
-                    sql: Arc::from(sql),
-                    params: ok.params,
-                    types: None,
-                    rules: crate::session::state::Rules::of(&class),
-                    reads_only: crate::session::pipeline::reads_only(&class),
-                    route: crate::session::route::Pending::of(&class),
-                },
-            );
+            let stmt = ClientStmt {
+                def,
+                types: None,
+                bound: None,
+            };
+            self.stmts.insert(client_id, stmt);
         }
         // Preparing runs nothing: the statement's effects count when it is executed.
         self.after_statement(&summary, None).await;
@@ -73,8 +85,9 @@ impl Session {
         Ok(Flow::Continue)
     }
 
-    /// EXECUTE, BULK_EXECUTE, FETCH, SEND_LONG_DATA and RESET: find or create the
-    /// statement on the backend that runs it, re-address the packet, relay.
+    /// EXECUTE, BULK_EXECUTE, FETCH, SEND_LONG_DATA and RESET: the statement the client's
+    /// id names runs as any statement does (`Session::run_statement`), its packet addressed
+    /// to the backend's own copy of it, prepared there first if needed.
     pub(in crate::session) async fn stmt_command(
         &mut self,
         payload: &[u8],
@@ -98,187 +111,70 @@ impl Session {
             .await?;
             return Ok(Flow::Continue);
         };
-        if cmd == StmtCmd::Reset && self.backend.is_none() {
-            // Nothing pending anywhere: long data and cursors pin the session.
+        // Where it reads ROW_COUNT() or FOUND_ROWS(): a copy with the session's values.
+        self.runs_as(client_id, &mut stmt, cmd, payload);
+        if cmd == StmtCmd::Reset && self.held.backend.is_none() {
+            // Nothing pending anywhere: long data and cursors pin the session. The server's
+            // COM_STMT_RESET sets ROW_COUNT() to 0.
+            self.row_count_zeroed();
             return self
                 .send_ok(1)
                 .await
                 .map(|_| Flow::Continue)
                 .map_err(|_| ClientCloseReason::Eof);
         }
-        if let Some(types) = cmd.sent_types(payload, stmt.params) {
+        if let Some(types) = cmd.sent_types(payload, stmt.def.params) {
             stmt.types = Some(types.clone());
             if let Some(s) = self.stmts.get_mut(client_id) {
                 s.types = Some(types);
             }
         }
-        self.reg
-            .info
-            .queries
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Stats::incr(&self.ctx.stats.statements);
-        // An execution that will pin gets its place first, as a query does.
-        let reserved = match cmd.runs() {
-            true => self.reserve_pin(Some(&stmt.rules)).await,
-            false => Ok(()),
-        };
-        if let Err(err) = reserved {
-            self.reply_err(1, &err).await?;
-            return Ok(Flow::Continue);
-        }
-        // Only an execution without a cursor routes by its text, as a query would: a cursor
-        // keeps its rows on one backend (it pins the session), and long data, fetches and
-        // resets go to the backend that holds them (or, holding nothing, the writer).
-        let plain =
-            cmd == StmtCmd::Execute && crate::protocol::stmt_execute::without_cursor(payload);
-        let route = plain.then(|| stmt.route.clone());
-        // A stateless read may share one write to the backend with other sessions' reads.
-        if plain && stmt.reads_only && self.pipelinable(&stmt.rules) {
-            let own = crate::session::pipeline::Own::Execute {
-                payload,
-                stmt: &stmt,
-            };
-            if let crate::session::pipeline::Piped::Done(step) =
-                self.pipelined(own, &stmt.rules, route.as_ref()).await
-            {
-                return step;
-            }
-        }
-        let mut retries = usize::from(
-            route.as_ref().is_some_and(|r| r.read.is_replica_safe()) && self.holds_nothing(),
-        );
-        let mut flow = Flow::Continue;
-        loop {
-            // Unless `pipelined` routed it already and then let it run on its own.
-            if let Some(r) = route.as_ref().filter(|_| !self.routed_now()) {
-                self.pending = r.clone();
-            }
-            match self
-                .execute_on_backend(payload, &stmt, cmd, retries > 0)
-                .await?
-            {
-                Executed::Relayed(f) => flow = f,
-                Executed::Failed => {}
-                Executed::ElsewhereAgain => {
-                    // The replica failed before the client saw a byte: once more, elsewhere.
-                    retries -= 1;
-                    self.avoid = Some(self.server);
-                    Stats::incr(&self.ctx.stats.read_retries);
-                    continue;
-                }
-            }
-            break;
-        }
-        if kind == ResponseKind::None {
-            // SEND_LONG_DATA: the data waits on this backend for the EXECUTE.
-            self.pin(PinReason::PreparedStatement);
-        } else if cmd.runs() {
-            self.state.unpin(PinReason::PreparedStatement);
-            self.reg.info.set_pin(self.state.pin_reason());
-        }
-        self.release_if_possible();
-        if matches!(flow, Flow::Quit) {
-            self.flush_response().await?; // see `Session::statement`
-        }
-        Ok(flow)
+        self.run_statement(&mut Statement::prepared(payload, &stmt, cmd))
+            .await
     }
 
-    /// One try at `cmd` on the backend the session acquires: prepared there first if needed,
-    /// re-addressed, relayed. `may_retry`: a replica that fails before the client saw a byte
-    /// (at the acquire, while preparing, or before the answer's first packet) leaves the
-    /// command to run again elsewhere instead of failing it.
-    async fn execute_on_backend(
-        &mut self,
-        payload: &[u8],
-        stmt: &ClientStmt,
-        cmd: StmtCmd,
-        may_retry: bool,
-    ) -> Result<Executed, ClientCloseReason> {
-        let kind = cmd.response();
-        if let Err(err) = self.acquire().await {
-            self.release_if_possible();
-            if may_retry && self.on_replica {
-                return Ok(Executed::ElsewhereAgain);
-            }
-            if kind != ResponseKind::None {
-                self.reply_err(1, &err).await?;
-            }
-            return Ok(Executed::Failed);
-        }
-        if cmd.runs() {
-            self.present_identity(stmt.rules.presents).await;
-        }
-        let backend_id = match self.ensure_prepared(stmt).await {
-            Ok(id) => id,
-            Err(err) => {
-                let lost = self.backend.is_none();
-                self.release_if_possible();
-                if lost && may_retry && self.on_replica {
-                    return Ok(Executed::ElsewhereAgain);
-                }
-                if kind != ResponseKind::None {
-                    self.reply_err(1, &err).await?;
-                }
-                return Ok(Executed::Failed);
-            }
-        };
-        let packet = match self.backend.as_mut() {
-            Some(b) if cmd.runs() => {
-                // One lookup for the held types and their update (the key is the SQL text).
-                let held = b.stmts.get(&stmt.key);
-                let types = held.as_ref().and_then(|s| s.types.as_deref());
-                let (packet, holds) = cmd.for_backend(payload, backend_id, stmt, types);
-                if let Some(s) = held {
-                    s.types = holds;
-                }
-                packet
-            }
-            _ => cmd.for_backend(payload, backend_id, stmt, None).0,
-        };
-        self.retry_read = may_retry && self.on_replica;
-        let relayed = self.relay_on_backend(Some(&packet), kind, None).await;
-        self.retry_read = false;
-        if std::mem::take(&mut self.read_retry_now) {
-            return Ok(Executed::ElsewhereAgain);
-        }
-        Ok(match relayed? {
-            // An execution does what its statement does: locks and pins as for a query
-            // (before, a prepared GET_LOCK() left its lock unseen).
-            Some(summary) => {
-                let rules = cmd.runs().then_some(&stmt.rules);
-                Executed::Relayed(self.after_statement(&summary, rules).await)
-            }
-            None => Executed::Failed,
-        })
-    }
-
-    /// The backend id of `stmt` on the session's backend, preparing it there first if
-    /// needed (the PREPARE_OK is consumed, never forwarded).
+    /// Makes sure the session's backend holds `stmt`, preparing it there first if needed
+    /// (the PREPARE_OK is consumed, never forwarded); true if it did (a round trip).
     pub(in crate::session) async fn ensure_prepared(
         &mut self,
         stmt: &ClientStmt,
-    ) -> Result<u32, ErrPacket> {
+    ) -> Result<bool, ErrPacket> {
         let cap = self.config.max_prepared_statements_per_backend as usize;
-        let Some(b) = self.backend.as_mut() else {
+        let Some(b) = self.held.backend.as_mut() else {
             return Err(ErrPacket::from_code(
                 codes::BACKEND_LOST,
                 &b"no backend"[..],
             ));
         };
-        if let Some(s) = b.stmts.get(&stmt.key) {
-            return Ok(s.id);
+        if b.stmts.get(&stmt.def.key).is_some() {
+            return Ok(false);
         }
-        match b.prepare_internal(&stmt.sql).await {
+        // Prepared under the client's parse, whatever the session's state is now: the
+        // differences are set before and after it, in the same write.
+        let own = Parse::of(&b.state, &b.baseline.parse);
+        let prepared = if own == *stmt.def.parse {
+            b.prepare_internal(stmt.def.sql()).await
+        } else {
+            // Both sides with explicit values (a variable at its start value is set back to
+            // that value, never to DEFAULT: the server's global character sets are not the
+            // connection's).
+            let here = own.over(&b.state);
+            let under = stmt.def.parse.over(&here);
+            let to = crate::session::replay::replay_commands(&here, &under);
+            let back = crate::session::replay::replay_commands(&under, &here);
+            b.prepare_under(&to, stmt.def.sql(), &back).await
+        };
+        match prepared {
             Ok(Ok(ok)) => {
-                for old in b.stmts.insert(stmt.key.clone(), ok.stmt_id, cap) {
+                for old in b.stmts.insert(stmt.def.key.clone(), ok.stmt_id, cap) {
                     b.queue_stmt_close(old);
                 }
-                Ok(ok.stmt_id)
+                Ok(true)
             }
             Ok(Err(err)) => Err(err),
             Err(e) => {
                 b.health = crate::conn::backend::Health::Broken;
-                self.backend = None;
+                self.held.backend = None;
                 Err(ErrPacket::from_code(
                     codes::BACKEND_LOST,
                     format!("Lost connection to backend while preparing: {e}; retry").as_bytes(),
@@ -293,4 +189,32 @@ impl Session {
         let client_id = self.stmts.resolve(client_id);
         self.stmts.remove(client_id);
     }
+}
+
+/// A prepared statement's rules: a query's, and whether it names a table (known once, at
+/// PREPARE, for the diagnostics its executions clear).
+fn prepared_rules(
+    class: &crate::classify::Classification,
+    sql: &[u8],
+    quoting: crate::classify::Quoting,
+) -> crate::session::state::Rules {
+    let mut rules = crate::session::state::Rules::of(class);
+    rules.touches_tables |= crate::classify::references_table(sql, quoting);
+    rules
+}
+
+/// A prepared statement's ROW_COUNT() and FOUND_ROWS() calls, in the text it is prepared
+/// with: when that text is `rewritten` (the client's id in place of CONNECTION_ID()), its
+/// calls are found in it again.
+fn outcome_calls(
+    class: &crate::classify::Classification,
+    rewritten: bool,
+    sql: &[u8],
+    quoting: crate::classify::Quoting,
+) -> Option<Box<super::OutcomeCalls>> {
+    let calls = super::OutcomeCalls::of(class)?;
+    if !rewritten {
+        return Some(calls);
+    }
+    super::OutcomeCalls::of(&crate::classify::classify_in(sql, quoting))
 }
