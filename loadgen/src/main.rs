@@ -14,6 +14,7 @@
 //! - [`measure`]: one level (spawn, measure, merge) of clients on their connections, the
 //!   statistics, calibration, timelines, and loadgen's own CPU and memory.
 //! - [`workload`]: the table, seeding, the query, connection options.
+//! - [`programs`]: finding the external programs (sysbench, HAProxy) and their versions.
 //! - [`settings`], validated once before anything starts, from the [`cli`] flags (with env
 //!   fallbacks); [`progress`]: the progress bar and log.
 
@@ -24,6 +25,7 @@ mod analysis;
 mod cli;
 mod experiments;
 mod measure;
+mod programs;
 mod progress;
 mod report;
 mod settings;

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::resources::{cpus_allowed, pid_cpu_ns};
 use super::stats::spread;
 use super::sysbench_output::{self as output, Output, STARTED, THREAD_LINE};
+use crate::programs::Program;
 
 /// The percentile sysbench reports itself (`--percentile`); p95 comes from its histogram.
 pub const REPORTED_PERCENTILE: u32 = 99;
@@ -137,38 +138,22 @@ pub fn wrapper_script(workload: &str) -> String {
     )
 }
 
+/// sysbench, as loadgen finds and names it.
+const SYSBENCH: Program = Program {
+    name: "sysbench",
+    flag: "--sysbench-bin",
+    install: "`scripts/install-test-deps.sh`, apt-get install sysbench",
+    version_arg: "--version",
+};
+
 /// The sysbench binary: `explicit` (`--sysbench-bin`), else `sysbench` on PATH.
 pub fn find(explicit: Option<&Path>) -> Result<PathBuf, String> {
-    if let Some(p) = explicit {
-        return match p.is_file() {
-            true => Ok(p.to_path_buf()),
-            false => Err(format!("--sysbench-bin {} does not exist", p.display())),
-        };
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join("sysbench"))
-        .find(|p| p.is_file())
-        .ok_or_else(|| {
-            "no sysbench binary (install it with `scripts/install-test-deps.sh`, \
-             apt-get install sysbench, or pass --sysbench-bin)"
-                .to_string()
-        })
+    SYSBENCH.find(explicit)
 }
 
 /// `sysbench --version`, e.g. `sysbench 1.0.20`.
 pub fn version(bin: &Path) -> String {
-    std::process::Command::new(bin)
-        .arg("--version")
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| "unknown".into())
+    SYSBENCH.version(bin)
 }
 
 /// Processes whose CPU a run reads over its timed span.

@@ -13,44 +13,28 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::programs::Program;
+
 /// Connections HAProxy accepts (two sockets each); far above the experiment's 64 clients.
 const MAXCONN: usize = 4096;
 
+/// HAProxy, as loadgen finds and names it.
+const HAPROXY: Program = Program {
+    name: "haproxy",
+    flag: "--haproxy-bin",
+    install: "`scripts/install-test-deps.sh --overhead`, apt-get install haproxy",
+    version_arg: "-v",
+};
+
 /// The HAProxy binary: `explicit` (`--haproxy-bin`), else `haproxy` on PATH, in /usr/sbin or
-/// in /usr/local/sbin (Debian installs it in /usr/sbin, which a non-root PATH lacks).
+/// in /usr/local/sbin.
 pub fn find(explicit: Option<&Path>) -> Result<PathBuf, String> {
-    if let Some(p) = explicit {
-        return if p.is_file() {
-            Ok(p.to_path_buf())
-        } else {
-            Err(format!("--haproxy-bin {} does not exist", p.display()))
-        };
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin".into(), "/usr/local/sbin".into()])
-        .map(|d| d.join("haproxy"))
-        .find(|p| p.is_file())
-        .ok_or_else(|| {
-            "no haproxy binary (install it with `scripts/install-test-deps.sh --overhead`, \
-             apt-get install haproxy, or pass --haproxy-bin)"
-                .to_string()
-        })
+    HAPROXY.find(explicit)
 }
 
 /// `haproxy -v`'s first line, e.g. `HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/`.
 pub fn version(bin: &Path) -> String {
-    std::process::Command::new(bin)
-        .arg("-v")
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| "unknown".into())
+    HAPROXY.version(bin)
 }
 
 /// The config: relays `listen` to `backend` (both `host:port`), TCP mode, one thread; with

@@ -8,25 +8,9 @@ use super::host::HostPattern;
 use super::sha_crypt::StoredSha2;
 
 /// Which server's table the rows come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flavor {
-    MariaDb,
-    MySql,
-}
+pub use crate::protocol::handshake::Flavor;
 
 impl Flavor {
-    /// From a greeting's version string (`5.5.5-10.11.19-MariaDB-...`).
-    pub fn of_version(version: &[u8]) -> Flavor {
-        if version
-            .windows(7)
-            .any(|w| w.eq_ignore_ascii_case(b"MariaDB"))
-        {
-            Flavor::MariaDb
-        } else {
-            Flavor::MySql
-        }
-    }
-
     /// The table the service account reads.
     pub fn table(self) -> &'static str {
         match self {

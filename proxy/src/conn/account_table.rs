@@ -96,7 +96,7 @@ impl AccountTable {
                     continue;
                 }
             };
-            let flavor = Flavor::of_version(&conn.server.version);
+            let flavor = Flavor::from_version(&conn.server.version);
             let local = conn.stream.local_addr().map(|a| a.ip());
             let result = self
                 .query(&mut conn, config, loader::SERVER_SQL.as_bytes())

@@ -121,6 +121,29 @@ impl Handshake {
     }
 }
 
+/// Which server family sent a greeting: their account tables, replication variables, GTIDs
+/// and timeout errors differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    MariaDb,
+    MySql,
+}
+
+impl Flavor {
+    /// From the greeting's version string (MariaDB's says so, e.g.
+    /// `5.5.5-10.11.19-MariaDB-0+deb12u1`).
+    pub fn from_version(version: &[u8]) -> Flavor {
+        if version
+            .windows(7)
+            .any(|w| w.eq_ignore_ascii_case(b"MariaDB"))
+        {
+            Flavor::MariaDb
+        } else {
+            Flavor::MySql
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,27 +57,7 @@ pub use route::{
     RouteConfig, RouteInput, RouteTarget, SessionFacts, ToWriter, Transaction,
 };
 
-/// Which server family a backend is; their replication variables and GTIDs differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flavor {
-    MariaDb,
-    MySql,
-}
-
-impl Flavor {
-    /// From the greeting's version string (MariaDB's says so, e.g.
-    /// `5.5.5-10.11.19-MariaDB-0+deb12u1`).
-    pub fn from_version(version: &[u8]) -> Flavor {
-        if version
-            .windows(7)
-            .any(|w| w.eq_ignore_ascii_case(b"MariaDB"))
-        {
-            Flavor::MariaDb
-        } else {
-            Flavor::MySql
-        }
-    }
-}
+pub use crate::protocol::handshake::Flavor;
 
 #[cfg(test)]
 mod roles_tests;
