@@ -94,9 +94,12 @@ pub const SERIAL: &str = "sluice_serial";
 pub const SLEEP: &str = "sluice_sleep";
 /// The target of HAProxy with `busy-polling` (its pollers never sleep).
 pub const HAPROXY_BUSY: &str = "haproxy_busy";
+/// The target of sluice with statement digests off (`--digests off`).
+pub const UNDIGESTED: &str = "sluice_undigested";
 
 /// A row's relay name: `direct`, `relay`, `haproxy`, `haproxy_busy`, `sluice_p4`,
-/// `sluice_serial_p4`, `sluice_sleep_p4` (an in-process `proxy` row of an older run:
+/// `sluice_serial_p4`, `sluice_sleep_p4`, `sluice_undigested_p4` (an in-process `proxy` row
+/// of an older run:
 /// `proxy`).
 pub fn key_of(r: &LevelResult) -> String {
     key(&r.target, r.pool_size)
@@ -105,7 +108,7 @@ pub fn key_of(r: &LevelResult) -> String {
 /// The relay name of `target` with sluice's pool size `pool` (see [`key_of`]).
 pub fn key(target: &str, pool: Option<usize>) -> String {
     match (target, pool) {
-        ("sluice" | SERIAL | SLEEP, Some(p)) => format!("{target}_p{p}"),
+        ("sluice" | SERIAL | SLEEP | UNDIGESTED, Some(p)) => format!("{target}_p{p}"),
         (t, _) => t.to_string(),
     }
 }
@@ -200,36 +203,77 @@ pub fn goals(rows: &[&LevelResult]) -> Vec<Goal> {
     out
 }
 
-/// Pipelined sluice's CPU per query over serial sluice's (`--pipeline-depth 1`), at [`MANY`]
-/// clients, for one pool size in one round.
+/// sluice as it ships against itself with one feature off, in CPU per query at [`MANY`]
+/// clients: what the feature saves (below 1) or costs (above 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feature {
+    /// Pipelined over serial sluice (`--pipeline-depth 1`).
+    Pipelining,
+    /// Digests on over digests off (`--digests off`).
+    Digests,
+}
+
+impl Feature {
+    /// The target of sluice with the feature off.
+    pub fn off_target(self) -> &'static str {
+        match self {
+            Feature::Pipelining => SERIAL,
+            Feature::Digests => UNDIGESTED,
+        }
+    }
+
+    /// How the metadata key names the row with the feature off.
+    fn key_word(self) -> &'static str {
+        match self {
+            Feature::Pipelining => "serial",
+            Feature::Digests => "undigested",
+        }
+    }
+}
+
+/// sluice's CPU per query over its own with a [`Feature`] off, at [`MANY`] clients, for one
+/// pool size in one round.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Pipelining {
+pub struct FeatureRatio {
+    pub feature: Feature,
     pub round: usize,
     pub pool: usize,
     pub ratio: f64,
 }
 
-impl Pipelining {
+impl FeatureRatio {
     /// The metadata key (without a round suffix).
     pub fn key(&self) -> String {
         format!(
-            "overhead_cpu_ratio_sluice_p{}_over_serial_{MANY}_clients",
-            self.pool
+            "overhead_cpu_ratio_sluice_p{}_over_{}_{MANY}_clients",
+            self.pool,
+            self.feature.key_word()
         )
     }
 }
 
 /// Every pipelined / serial CPU ratio the rows give, round by round, for every pool size
 /// both ran at (none for runs from before the serial rows).
-pub fn pipelining(rows: &[&LevelResult]) -> Vec<Pipelining> {
+pub fn pipelining(rows: &[&LevelResult]) -> Vec<FeatureRatio> {
+    feature_ratios(rows, Feature::Pipelining)
+}
+
+/// Every CPU ratio of sluice over its own with `feature` off, round by round, for every pool
+/// size both ran at (none for runs without such rows).
+pub fn feature_ratios(rows: &[&LevelResult], feature: Feature) -> Vec<FeatureRatio> {
     let mut out = Vec::new();
     for round in rounds(rows) {
         for pool in sluice_pools(rows) {
             let cpu = |key: String| find(rows, round, &key, MANY).and_then(|r| r.cpu_us_per_query);
             let on = cpu(format!("sluice_p{pool}"));
-            let off = cpu(format!("{SERIAL}_p{pool}"));
+            let off = cpu(format!("{}_p{pool}", feature.off_target()));
             if let Some(ratio) = ratio(on, off) {
-                out.push(Pipelining { round, pool, ratio });
+                out.push(FeatureRatio {
+                    feature,
+                    round,
+                    pool,
+                    ratio,
+                });
             }
         }
     }
@@ -344,6 +388,11 @@ pub fn meta(rows: &[&LevelResult]) -> Vec<(String, String)> {
         .iter()
         .map(|g| (g.key(), g.round, g.headline()))
         .chain(pipelining(rows).iter().map(|p| (p.key(), p.round, p.ratio)))
+        .chain(
+            feature_ratios(rows, Feature::Digests)
+                .iter()
+                .map(|p| (p.key(), p.round, p.ratio)),
+        )
         .chain(busy_poll(rows).iter().map(|b| (b.key(), b.round, b.value)))
         .collect();
     let several = rounds(rows).len() > 1;
@@ -598,6 +647,38 @@ mod tests {
             get("overhead_sluice_serial_p64_added_p50_ms_1_client"),
             Some("0.0560")
         );
+        assert_keys_once(&meta);
+    }
+
+    #[test]
+    fn a_digests_off_row_gives_what_digests_cost_at_64_clients() {
+        let mut rows = with_serial(1);
+        rows.push(LevelResult {
+            experiment: "overhead".into(),
+            target: UNDIGESTED.into(),
+            clients: MANY,
+            pool_size: Some(4),
+            qps: 12500.0,
+            p50_ms: 5.0,
+            cpu_us_per_query: Some(42.0),
+            round: Some(1),
+            ..LevelResult::default()
+        });
+        let refs: Vec<&LevelResult> = rows.iter().collect();
+        assert_eq!(key_of(rows.last().unwrap()), "sluice_undigested_p4");
+        let d = feature_ratios(&refs, Feature::Digests);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!((d[0].ratio - 43.5 / 42.0).abs() < 1e-9 && d[0].pool == 4);
+        assert_eq!(
+            d[0].key(),
+            "overhead_cpu_ratio_sluice_p4_over_undigested_64_clients"
+        );
+        // Pipelining's ratios are untouched by the extra row.
+        assert_eq!(pipelining(&refs).len(), 2);
+        let meta = meta(&refs);
+        assert!(meta.iter().any(|(k, v)| k
+            == "overhead_cpu_ratio_sluice_p4_over_undigested_64_clients"
+            && v == &format!("{:.4}", 43.5 / 42.0)));
         assert_keys_once(&meta);
     }
 

@@ -269,10 +269,10 @@ mod tests {
             let list = for_command(&s.command);
             plans(&list, &s, ASSUMED_QUERY).remove(0)
         };
-        // Direct and every relay at 1 client, direct and all but the two busy-polling rows at
-        // 64 ([`Relay::runs_at`]); a syscall window after each relay's.
+        // Direct and every relay but digests off at 1 client, direct and all but the two
+        // busy-polling rows at 64 ([`Relay::runs_at`]); a syscall window after each relay's.
         let plan = one(&["loadgen", "overhead"]);
-        let (at_one, at_many) = (Relay::ALL.len(), Relay::ALL.len() - 2);
+        let (at_one, at_many) = (Relay::ALL.len() - 1, Relay::ALL.len() - 2);
         assert_eq!(plan.levels as usize, (1 + at_one) + (1 + at_many));
         let (timed, direct_setup, relay_setup, syscalls) = (10, 1.0, 1.5, 3.0);
         let relays = (at_one + at_many) as u64;

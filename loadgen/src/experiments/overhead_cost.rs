@@ -106,6 +106,10 @@ impl Tools {
                 r.meta("overhead_sluice_bin", bin.display());
                 r.meta("overhead_sluice_serial_args", Relay::SERIAL_ARGS.join(" "));
                 r.meta("overhead_sluice_sleep_args", Relay::SLEEP_ARGS.join(" "));
+                r.meta(
+                    "overhead_sluice_undigested_args",
+                    Relay::UNDIGESTED_ARGS.join(" "),
+                );
                 if bin.components().any(|c| c.as_os_str() == "debug") {
                     r.notes.push(format!(
                         "overhead: WARNING: {} looks like a debug build; its numbers are not sluice's",

@@ -41,6 +41,9 @@ pub enum Relay {
     /// (`--backend-busy-poll 0`, every wait for a reply sleeps in `epoll_wait`): what busy
     /// polling saves. At 1 client only.
     SluiceSleeping(usize),
+    /// The sluice binary with this many execution slots and statement digests off
+    /// (`--digests off`): what the per-digest statistics cost. At 64 clients only.
+    SluiceUndigested(usize),
 }
 
 impl Relay {
@@ -49,15 +52,16 @@ impl Relay {
     /// size serial then pipelined, so those two run next to each other. The busy-polling
     /// rows, at 1 client only, sit next to their counterparts: HAProxy busy-polling right
     /// after HAProxy, sluice P=4 with busy polling off right after sluice P=4 (so pipelined
-    /// P=4 keeps its neighbour serial P=4, and at 64 clients the order is the six relays'
-    /// alone).
-    pub const ALL: [Relay; 8] = [
+    /// P=4 keeps its neighbour serial P=4). sluice P=4 with digests off, at 64 clients only,
+    /// follows sluice P=4 there.
+    pub const ALL: [Relay; 9] = [
         Relay::Tokio,
         Relay::HaProxy,
         Relay::HaProxyBusy,
         Relay::SluiceSerial(4),
         Relay::Sluice(4),
         Relay::SluiceSleeping(4),
+        Relay::SluiceUndigested(4),
         Relay::SluiceSerial(64),
         Relay::Sluice(64),
     ];
@@ -80,6 +84,7 @@ impl Relay {
     pub fn runs_at(self, clients: usize) -> bool {
         match self {
             Relay::HaProxyBusy | Relay::SluiceSleeping(_) => clients == relay_cost::ONE,
+            Relay::SluiceUndigested(_) => clients == relay_cost::MANY,
             Relay::Tokio | Relay::HaProxy | Relay::Sluice(_) | Relay::SluiceSerial(_) => true,
         }
     }
@@ -110,6 +115,9 @@ impl Relay {
     /// The flags sluice with busy polling off runs with on top of pipelined sluice's.
     pub const SLEEP_ARGS: [&'static str; 2] = ["--backend-busy-poll", "0"];
 
+    /// The flags sluice with digests off runs with on top of pipelined sluice's.
+    pub const UNDIGESTED_ARGS: [&'static str; 2] = ["--digests", "off"];
+
     /// The `target` column.
     pub fn target(self) -> &'static str {
         match self {
@@ -119,19 +127,24 @@ impl Relay {
             Relay::Sluice(_) => "sluice",
             Relay::SluiceSerial(_) => relay_cost::SERIAL,
             Relay::SluiceSleeping(_) => relay_cost::SLEEP,
+            Relay::SluiceUndigested(_) => relay_cost::UNDIGESTED,
         }
     }
 
     /// sluice's pool size; `None` for the byte pipes.
     pub fn pool(self) -> Option<usize> {
         match self {
-            Relay::Sluice(p) | Relay::SluiceSerial(p) | Relay::SluiceSleeping(p) => Some(p),
+            Relay::Sluice(p)
+            | Relay::SluiceSerial(p)
+            | Relay::SluiceSleeping(p)
+            | Relay::SluiceUndigested(p) => Some(p),
             Relay::Tokio | Relay::HaProxy | Relay::HaProxyBusy => None,
         }
     }
 
     /// A short name for logs and metadata keys: `relay`, `haproxy`, `haproxy_busy`,
-    /// `sluice_p4`, `sluice_serial_p4`, `sluice_sleep_p4` (the rows' [`relay_cost::key_of`]).
+    /// `sluice_p4`, `sluice_serial_p4`, `sluice_sleep_p4`, `sluice_undigested_p4` (the rows'
+    /// [`relay_cost::key_of`]).
     pub fn key(self) -> String {
         relay_cost::key(self.target(), self.pool())
     }
@@ -146,6 +159,7 @@ impl Relay {
             Relay::Sluice(p) => format!("sluice P={p}"),
             Relay::SluiceSerial(p) => format!("sluice P={p} pipelining off"),
             Relay::SluiceSleeping(p) => format!("sluice P={p} busy polling off"),
+            Relay::SluiceUndigested(p) => format!("sluice P={p} digests off"),
         }
     }
 }
@@ -165,9 +179,10 @@ impl Binaries {
         match relay {
             Relay::Tokio => None,
             Relay::HaProxy | Relay::HaProxyBusy => self.haproxy.as_ref().err().map(String::as_str),
-            Relay::Sluice(_) | Relay::SluiceSerial(_) | Relay::SluiceSleeping(_) => {
-                self.sluice.as_ref().err().map(String::as_str)
-            }
+            Relay::Sluice(_)
+            | Relay::SluiceSerial(_)
+            | Relay::SluiceSleeping(_)
+            | Relay::SluiceUndigested(_) => self.sluice.as_ref().err().map(String::as_str),
         }
     }
 }
@@ -217,13 +232,18 @@ async fn start_once(relay: Relay, bins: &Binaries, how: &Launch<'_>) -> Result<R
             )?;
             haproxy::command(&bin, &cfg)
         }
-        Relay::Sluice(pool) | Relay::SluiceSerial(pool) | Relay::SluiceSleeping(pool) => {
+        Relay::Sluice(pool)
+        | Relay::SluiceSerial(pool)
+        | Relay::SluiceSleeping(pool)
+        | Relay::SluiceUndigested(pool) => {
             let bin = bins.sluice.clone().map_err(anyhow::Error::msg)?;
             let mut cmd =
                 sluice_child::command(&bin, listen, how.backend, pool, how.max_clients + 64);
-            if let Relay::SluiceSerial(_) = relay {
-                cmd.args(Relay::SERIAL_ARGS);
-            }
+            match relay {
+                Relay::SluiceSerial(_) => cmd.args(Relay::SERIAL_ARGS),
+                Relay::SluiceUndigested(_) => cmd.args(Relay::UNDIGESTED_ARGS),
+                _ => &mut cmd,
+            };
             // Under callgrind every sluice sleeps: a poll loop's instructions grow with how
             // long the reply takes, which under valgrind's slowdown says nothing about the
             // relay, and the count is meant to repeat from run to run.
@@ -287,11 +307,12 @@ mod tests {
         use relay_cost::{MANY, ONE};
         for relay in Relay::ALL {
             let one_only = matches!(relay, Relay::HaProxyBusy | Relay::SluiceSleeping(_));
-            assert!(relay.runs_at(ONE), "{relay:?}");
+            let many_only = matches!(relay, Relay::SluiceUndigested(_));
+            assert_eq!(relay.runs_at(ONE), !many_only, "{relay:?}");
             assert_eq!(relay.runs_at(MANY), !one_only, "{relay:?}");
             assert_eq!(relay.counts_instructions(), !one_only, "{relay:?}");
         }
-        // At 64 clients, the six relays of before, in their order.
+        // At 64 clients, the six relays of before, with digests off after sluice P=4.
         let many: Vec<Relay> = Relay::in_round(1).filter(|r| r.runs_at(MANY)).collect();
         assert_eq!(
             many,
@@ -300,12 +321,13 @@ mod tests {
                 Relay::HaProxy,
                 Relay::SluiceSerial(4),
                 Relay::Sluice(4),
+                Relay::SluiceUndigested(4),
                 Relay::SluiceSerial(64),
                 Relay::Sluice(64),
             ]
         );
-        // 8 relays at 1 client, 6 at 64.
-        assert_eq!(Relay::levels_per_round(), 14);
+        // 8 relays at 1 client, 7 at 64.
+        assert_eq!(Relay::levels_per_round(), 15);
         // Each next to its counterpart, forwards and backwards.
         for round in [1, 2] {
             let at = |relay| position(round, ONE, relay) as isize;
@@ -342,6 +364,8 @@ mod tests {
             "sluice P=4 busy polling off"
         );
         assert_eq!(Relay::SLEEP_ARGS, ["--backend-busy-poll", "0"]);
+        assert_eq!(Relay::UNDIGESTED_ARGS, ["--digests", "off"]);
+        assert_eq!(Relay::SluiceUndigested(4).label(), "sluice P=4 digests off");
         let keys: Vec<String> = Relay::ALL.iter().map(|r| r.key()).collect();
         assert_eq!(
             keys,
@@ -352,6 +376,7 @@ mod tests {
                 "sluice_serial_p4",
                 "sluice_p4",
                 "sluice_sleep_p4",
+                "sluice_undigested_p4",
                 "sluice_serial_p64",
                 "sluice_p64"
             ]

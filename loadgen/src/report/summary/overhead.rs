@@ -10,8 +10,9 @@ use std::fmt::Write as _;
 
 use super::table::table;
 use crate::analysis::relay_cost::{
-    self, added_p50_ms, busy_poll, goals, key_of, pipelining, round_of, rounds, BusyPoll,
-    BusyPollKind, Goal, GoalKind, Pipelining, HAPROXY_BUSY, MANY, ONE, SERIAL, SLEEP,
+    self, added_p50_ms, busy_poll, feature_ratios, goals, key_of, pipelining, round_of, rounds,
+    BusyPoll, BusyPollKind, Feature, FeatureRatio, Goal, GoalKind, HAPROXY_BUSY, MANY, ONE, SERIAL,
+    SLEEP, UNDIGESTED,
 };
 use crate::measure::level::LevelResult;
 use crate::report::results::Report;
@@ -55,6 +56,9 @@ pub fn overhead(out: &mut String, rep: &Report) {
     if has(SERIAL) {
         what.push("sluice_serial: pipelining off, --pipeline-depth 1");
     }
+    if has(UNDIGESTED) {
+        what.push("sluice_undigested: digests off, --digests off, at 64 clients only");
+    }
     if has(HAPROXY_BUSY) || has(SLEEP) {
         what.push(
             "haproxy_busy: HAProxy with busy-polling, sluice_sleep: busy polling off, \
@@ -80,7 +84,8 @@ pub fn overhead(out: &mut String, rep: &Report) {
     });
     costs(out, rep, &ov, several);
     goal_lines(out, &goals(&ov), &busy_poll(&ov), several);
-    pipelining_lines(out, &pipelining(&ov), several);
+    feature_lines(out, &pipelining(&ov), several);
+    feature_lines(out, &feature_ratios(&ov, Feature::Digests), several);
     syscall_lines(out, rep, &ov);
     instruction_lines(out, rep, &ov);
     for note in rep.notes.iter().filter(|n| n.starts_with("overhead:")) {
@@ -90,7 +95,7 @@ pub fn overhead(out: &mut String, rep: &Report) {
 
 /// A sluice row: pipelined, serial, or with busy polling off.
 fn is_sluice(r: &LevelResult) -> bool {
-    r.target == "sluice" || r.target == SERIAL || r.target == SLEEP
+    r.target == "sluice" || r.target == SERIAL || r.target == SLEEP || r.target == UNDIGESTED
 }
 
 /// The widest of `names`, and at least `min` (the width older runs' lines were laid out in).
@@ -357,13 +362,17 @@ fn busy_poll_medians(out: &mut String, busy: &[BusyPoll], several: bool) {
     }
 }
 
-/// What pipelining saves, round by round: pipelined sluice's CPU per query over serial
-/// sluice's at [`MANY`] clients (nothing for runs without serial rows).
-fn pipelining_lines(out: &mut String, ratios: &[Pipelining], several: bool) {
+/// What pipelining saves (or digests cost), round by round: sluice's CPU per query over its
+/// own with the feature off at [`MANY`] clients (nothing for runs without such rows).
+fn feature_lines(out: &mut String, ratios: &[FeatureRatio], several: bool) {
     let mut rounds: Vec<usize> = ratios.iter().map(|p| p.round).collect();
     rounds.dedup();
     for round in rounds {
         let prefix = round_prefix(several, round);
+        let (what, how) = match ratios[0].feature {
+            Feature::Pipelining => ("pipelining", "pipelined / serial"),
+            Feature::Digests => ("digests", "digests on / off"),
+        };
         let parts: Vec<String> = ratios
             .iter()
             .filter(|p| p.round == round)
@@ -371,7 +380,7 @@ fn pipelining_lines(out: &mut String, ratios: &[Pipelining], several: bool) {
             .collect();
         let _ = writeln!(
             out,
-            "{prefix}pipelining: CPU per query at {MANY} clients, pipelined / serial: {}",
+            "{prefix}{what}: CPU per query at {MANY} clients, {how}: {}",
             parts.join(", ")
         );
     }
