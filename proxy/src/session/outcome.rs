@@ -39,6 +39,12 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
+    /// A new connection's, as the server reports them before its first statement.
+    pub(crate) const FRESH: Outcome = Outcome {
+        row_count: Some(0),
+        found_rows: Some(0),
+    };
+
     /// After a statement answered with `summary`: an OK gives its affected rows, a result
     /// set -1 (and its rows to FOUND_ROWS()), an error -1; FOUND_ROWS() keeps the last
     /// SELECT's count through statements without a result set and through errors, as the

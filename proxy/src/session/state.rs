@@ -306,7 +306,7 @@ impl SessionState {
             locks: Locks::default(),
             xa: false,
             last_insert_id: LastInsertId::Known(0),
-            outcome: Outcome::default(),
+            outcome: Outcome::FRESH,
             warnings_pending: false,
             multi_statements_baseline: false,
             fresh_status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,

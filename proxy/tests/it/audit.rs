@@ -459,6 +459,23 @@ impl Raw {
         raw
     }
 
+    /// A session that has run nothing yet (no default database, no statement).
+    async fn fresh(target: Target<'_>) -> Raw {
+        let w = match target {
+            Target::Direct => {
+                let s = server();
+                let addr = format!("{}:{}", s.host, s.port).parse().unwrap();
+                Wire::login(addr, APP_USER, APP_PASSWORD).await
+            }
+            Target::Sluice(p) => {
+                let (user, password) = login_for(p, "app", "secret");
+                Wire::login(p.local_addr(), user, password).await
+            }
+        }
+        .expect("raw login");
+        Raw { w }
+    }
+
     async fn packet(&mut self) -> Option<Vec<u8>> {
         self.w.packet(WAIT).await.map(|(_, p)| p)
     }
@@ -650,6 +667,101 @@ where
     assert!(
         failed.is_empty(),
         "{name}: through sluice, sessions saw other values than directly:\n{}",
+        failed.join("\n\n")
+    );
+}
+
+/// The label of a new session's first FOUND_ROWS().
+const FIRST_FOUND_ROWS: &str = "first FOUND_ROWS()";
+
+/// A session's first statement, and its first after COM_RESET_CONNECTION, reads ROW_COUNT()
+/// and FOUND_ROWS() as a new connection has them, not as the backend it lands on was left
+/// by another session (here one that read three rows and inserted three, just before).
+/// Directly, a new connection's first FOUND_ROWS() is 0 on a new server thread and the
+/// previous connection's last value on one the server took from its thread cache; through
+/// sluice it is always a new thread's 0, so that line is checked on its own.
+async fn first_read_script(i: usize, prefix: &str, r: &mut Raw, target: Target<'_>) -> Seen {
+    let t = format!("{prefix}_{i}");
+    r.query(&format!("CREATE OR REPLACE TABLE {t} (a INT)"))
+        .await;
+    r.query(&format!("INSERT INTO {t} VALUES (1), (2), (3)"))
+        .await;
+    let mut out = Vec::new();
+    for round in 0..3 {
+        r.query(&format!("SELECT * FROM {t}")).await;
+        r.query(&format!("INSERT INTO {t} VALUES (4), (5), (6)"))
+            .await;
+        let mut fresh = Raw::fresh(target).await;
+        let first = fresh.text("SELECT ROW_COUNT(), FOUND_ROWS()").await;
+        let (row_count, found_rows) = first.split_once('|').unwrap_or((&first, ""));
+        out.push(format!("first read {round}: {row_count}"));
+        out.push(format!("{FIRST_FOUND_ROWS} {round}: {found_rows}"));
+        out.push(format!(
+            "second read {round}: {}",
+            fresh.text("SELECT ROW_COUNT(), FOUND_ROWS()").await
+        ));
+        let reset = fresh.command(0x1f, &[]).await;
+        out.push(format!("reset {round}: {}", reset[0]));
+        out.push(format!(
+            "after reset {round}: {}",
+            fresh.text("SELECT ROW_COUNT(), FOUND_ROWS()").await
+        ));
+    }
+    out
+}
+
+/// Every session's lines but its first FOUND_ROWS() ones.
+fn without_found(seen: &[Seen]) -> Vec<Seen> {
+    seen.iter()
+        .map(|s| {
+            s.iter()
+                .filter(|l| !l.starts_with(FIRST_FOUND_ROWS))
+                .cloned()
+                .collect()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_first_row_count_and_found_rows_are_a_new_connections() {
+    fresh_db("t_audit_first").await;
+    async fn run(target: Target<'_>, prefix: &str) -> Vec<Seen> {
+        let mut sessions = Vec::new();
+        for _ in 0..AUDIT_SESSIONS {
+            sessions.push(Raw::login(target, "t_audit_first").await);
+        }
+        let runs = sessions
+            .iter_mut()
+            .enumerate()
+            .map(|(i, r)| first_read_script(i, prefix, r, target));
+        futures_util::future::join_all(runs).await
+    }
+    let reference = run(Target::Direct, "d").await;
+    let mut failed = Vec::new();
+    for (n, (pool, depth)) in CELLS.iter().enumerate() {
+        let proxy = sluice_at(*pool, *depth).await;
+        let seen = run(Target::Sluice(&proxy), &format!("s{n}")).await;
+        proxy.shutdown().await;
+        let found: Vec<&String> = seen
+            .iter()
+            .flatten()
+            .filter(|l| l.starts_with(FIRST_FOUND_ROWS))
+            .collect();
+        assert_eq!(found.len(), AUDIT_SESSIONS * 3, "{seen:?}");
+        for line in found {
+            assert!(line.ends_with(": 0"), "pool_size {pool}: {line}");
+        }
+        let diff = differences(&without_found(&reference), &without_found(&seen), equal);
+        if !diff.is_empty() {
+            failed.push(format!(
+                "pool_size {pool}, pipeline_depth {depth}: {}",
+                diff.iter().take(6).cloned().collect::<Vec<_>>().join("\n")
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "a new session's first read differs from a new connection's:\n{}",
         failed.join("\n\n")
     );
 }
