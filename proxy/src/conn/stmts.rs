@@ -2,8 +2,9 @@
 //! prepared under and their SQL text, with least-recently-used eviction so no server ever
 //! reaches `max_prepared_stmt_count`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use super::movable::MovableState;
 
@@ -144,7 +145,10 @@ pub struct BackendStmt {
 
 #[derive(Default)]
 pub struct BackendStmts {
-    map: HashMap<StmtKey, BackendStmt>,
+    // FxHash: hashed on every execution (the key holds the statement's text), and the map
+    // is bounded by its cap, so a crafted set of colliding texts costs a scan of at most
+    // that many entries.
+    map: FxHashMap<StmtKey, BackendStmt>,
     tick: u64,
 }
 

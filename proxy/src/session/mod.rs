@@ -140,6 +140,8 @@ struct Memory {
     route_count: usize,
     /// The session's conditions where no backend may hold them (`values`).
     conditions: Option<conditions::Conditions>,
+    /// The digest of the session's last query text (`steer`).
+    last_digest: steer::LastDigest,
 }
 
 /// Serves one accepted socket until the client leaves.
@@ -253,6 +255,7 @@ impl Session {
                 last_write: None,
                 route_count: 0,
                 conditions: None,
+                last_digest: steer::LastDigest::default(),
             },
             stmts: prepared::ClientStmts::default(),
             reg,

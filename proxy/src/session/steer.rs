@@ -3,7 +3,9 @@
 //!
 //! 1. its digest, only when something reads it (digests on, or a rule that matches on it):
 //!    a query's with its classification in one lexing (`Session::classify_query`, from
-//!    `dispatch`), a prepared statement's once, at PREPARE, kept in its definition
+//!    `dispatch`), or, for the same text as the session's last query, that one's
+//!    ([`LastDigest`]: a digest is a function of the text and its quoting alone); a
+//!    prepared statement's once, at PREPARE, kept in its definition
 //!    (`prepared::StmtDef::digest`) for every execution;
 //! 2. admission, before anything is acquired (`Session::admit_statement`): the user's
 //!    `max_concurrency` gate, then the query rules' decision (the hit, the log line, a
@@ -30,7 +32,9 @@ use super::errors::statement_timeout;
 use super::kill::kill_running_statement;
 use super::statement::{Request, Statement};
 use super::Session;
-use crate::classify::{classify_digested, classify_in, Classification, Digest, TimeLimitSyntax};
+use crate::classify::{
+    classify_digested, classify_in, Classification, Digest, Quoting, TimeLimitSyntax,
+};
 use crate::digests::StatementRecord;
 use crate::protocol::ErrPacket;
 use crate::rules::{Decision, Facts, RuleSet};
@@ -66,19 +70,58 @@ impl Drop for KillAtDeadline {
     }
 }
 
+/// Query texts longer than this are not kept in [`LastDigest`]: a long text is rarely sent
+/// twice in a row, and comparing it would cost what it saves.
+const LAST_DIGEST_MAX: usize = 512;
+
+/// The digest of the session's last query text (up to [`LAST_DIGEST_MAX`] bytes), so that
+/// the same text sent again (a health check, `BEGIN`, `COMMIT`, a statement without
+/// literals) costs a comparison of its bytes instead of the normaliser's pass.
+#[derive(Default)]
+pub(super) struct LastDigest(Option<Box<(Vec<u8>, Quoting, Digest)>>);
+
+impl LastDigest {
+    /// The kept digest, if `sql` lexed by `quoting` is the kept text.
+    fn get(&self, sql: &[u8], quoting: Quoting) -> Option<&Digest> {
+        let (text, q, digest) = self.0.as_deref()?;
+        (*q == quoting && text.as_slice() == sql).then_some(digest)
+    }
+
+    /// Keeps `digest` as the digest of `sql` (the buffer is reused from text to text).
+    fn keep(&mut self, sql: &[u8], quoting: Quoting, digest: &Digest) {
+        if sql.len() > LAST_DIGEST_MAX {
+            return;
+        }
+        match &mut self.0 {
+            Some(kept) => {
+                kept.0.clear();
+                kept.0.extend_from_slice(sql);
+                kept.1 = quoting;
+                kept.2.clone_from(digest);
+            }
+            None => self.0 = Some(Box::new((sql.to_vec(), quoting, digest.clone()))),
+        }
+    }
+}
+
 impl Session {
     /// A query's classification, and its digest (into `digest`) when something reads
     /// digests (the one lexing serves both where the classifier reads the text in full).
     /// `rules`: the query rules in force.
     pub(super) fn classify_query(
-        &self,
+        &mut self,
         sql: &[u8],
         rules: Option<&RuleSet>,
         digest: &mut Option<Digest>,
     ) -> Classification {
         let quoting = self.state.quoting();
         if self.ctx.digests.enabled() || rules.is_some_and(RuleSet::needs_digest) {
+            if let Some(known) = self.memory.last_digest.get(sql, quoting) {
+                *digest = Some(known.clone());
+                return classify_in(sql, quoting);
+            }
             let (class, made) = classify_digested(sql, quoting);
+            self.memory.last_digest.keep(sql, quoting, &made);
             *digest = Some(made);
             class
         } else {
@@ -259,5 +302,32 @@ impl Session {
             retried: st.tally.retried,
             at,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::digest;
+
+    #[test]
+    fn the_last_digest_serves_the_same_text_under_the_same_quoting_only() {
+        let mut last = LastDigest::default();
+        let d = digest(b"SELECT 1", Quoting::Backslash);
+        assert!(last.get(b"SELECT 1", Quoting::Backslash).is_none());
+        last.keep(b"SELECT 1", Quoting::Backslash, &d);
+        assert_eq!(last.get(b"SELECT 1", Quoting::Backslash), Some(&d));
+        assert!(last.get(b"SELECT 1", Quoting::QuotesOnly).is_none());
+        assert!(last.get(b"SELECT 2", Quoting::Backslash).is_none());
+        // The next text replaces it.
+        let e = digest(b"SELECT 'a\\'b'", Quoting::QuotesOnly);
+        last.keep(b"SELECT 'a\\'b'", Quoting::QuotesOnly, &e);
+        assert!(last.get(b"SELECT 1", Quoting::Backslash).is_none());
+        assert_eq!(last.get(b"SELECT 'a\\'b'", Quoting::QuotesOnly), Some(&e));
+        // A long text is not kept, and leaves what was.
+        let long = vec![b'1'; LAST_DIGEST_MAX + 1];
+        last.keep(&long, Quoting::Backslash, &d);
+        assert!(last.get(&long, Quoting::Backslash).is_none());
+        assert_eq!(last.get(b"SELECT 'a\\'b'", Quoting::QuotesOnly), Some(&e));
     }
 }
