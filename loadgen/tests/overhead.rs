@@ -135,14 +135,17 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
     ];
     // At 1 client only.
     let busy_polling = [("haproxy_busy", ""), ("sluice_sleep", "4")];
+    // At 64 clients only.
+    let undigested = [("sluice_undigested", "4")];
     assert_eq!(
         rows.len(),
-        targets.len() * 2 + busy_polling.len(),
+        targets.len() * 2 + busy_polling.len() + undigested.len(),
         "{rows:?}"
     );
     for clients in ["1", "64"] {
         let extra = busy_polling.iter().filter(|_| clients == "1");
-        for &(target, pool) in targets.iter().chain(extra) {
+        let many = undigested.iter().filter(|_| clients == "64");
+        for &(target, pool) in targets.iter().chain(extra).chain(many) {
             let row = rows
                 .iter()
                 .find(|r| {
@@ -296,6 +299,7 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
         "sluice_sleep_p4",
         "sluice_serial_p64",
         "sluice_p64",
+        "sluice_undigested_p4",
     ] {
         assert_eq!(
             cpu_set(&meta[&format!("overhead_{relay}_cpus")]),
@@ -313,6 +317,7 @@ fn overhead_measures_every_relay_side_by_side_with_sane_counts() {
         "  busy polling at 1 client: added p50, sluice P=4 polling minus busy polling off: ",
         "  against HAProxy busy-polling (the same trade, always on): sluice P=4 added p50 minus HAProxy busy-polling's: ",
         "  pipelining: CPU per query at 64 clients, pipelined / serial: P=4 ",
+        "  digests: CPU per query at 64 clients, digests on / off: P=4 ",
         "Syscalls per query (",
         "Instructions per query (callgrind",
     ] {
