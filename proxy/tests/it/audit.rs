@@ -441,19 +441,7 @@ struct Raw {
 
 impl Raw {
     async fn login(target: Target<'_>, db: &str) -> Raw {
-        let w = match target {
-            Target::Direct => {
-                let s = server();
-                let addr = format!("{}:{}", s.host, s.port).parse().unwrap();
-                Wire::login(addr, APP_USER, APP_PASSWORD).await
-            }
-            Target::Sluice(p) => {
-                let (user, password) = login_for(p, "app", "secret");
-                Wire::login(p.local_addr(), user, password).await
-            }
-        }
-        .expect("raw login");
-        let mut raw = Raw { w };
+        let mut raw = Raw::fresh(target).await;
         let used = raw.query(&format!("USE `{db}`")).await;
         assert_eq!(used, vec![Reply::Ok { affected: 0 }], "USE {db}");
         raw
